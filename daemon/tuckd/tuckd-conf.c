@@ -2,14 +2,17 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "log.h"
 #include "macro.h"
 #include "tuckd-conf.h"
+#include "util.h"
 
 int parse_timespan(const char *s, uint64_t *ret) {
         static const struct {
@@ -42,34 +45,11 @@ int parse_timespan(const char *s, uint64_t *ret) {
         return -EINVAL;
 }
 
-static int parse_bool(const char *s) {
-        static const char *const yes[] = { "1", "yes", "true", "on" }, *const no[] = { "0", "no", "false", "off" };
-
-        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
-                if (strcasecmp(s, yes[i]) == 0)
-                        return 1;
-                if (strcasecmp(s, no[i]) == 0)
-                        return 0;
-        }
-        return -EINVAL;
-}
-
-static char *strstrip(char *s) {
-        char *e;
-
-        while (isspace((unsigned char) *s))
-                s++;
-        e = s + strlen(s);
-        while (e > s && isspace((unsigned char) e[-1]))
-                *--e = 0;
-        return s;
-}
-
 static int config_assign(DaemonConfig *c, const char *key, const char *value) {
         int r;
 
         if (strcmp(key, "Watch") == 0) {
-                r = parse_bool(value);
+                r = config_parse_boolean(value);
                 if (r < 0)
                         return r;
                 c->watch = r;
@@ -88,49 +68,52 @@ static int config_assign(DaemonConfig *c, const char *key, const char *value) {
         return 0;
 }
 
-int daemon_config_load(const char *path, DaemonConfig *c) {
-        _cleanup_free_ char *line = NULL;
-        bool in_daemon = false;
-        unsigned lineno = 0;
-        size_t sz = 0;
-        FILE *f;
-        int r = 0;
+typedef struct ParseState {
+        DaemonConfig *config;
+        const char *path;
+        int error;
+} ParseState;
 
-        *c = DAEMON_CONFIG_DEFAULT;
+static int parse_one(const char *section, const char *key, const char *value, unsigned line, void *userdata) {
+        ParseState *s = userdata;
+        int r;
 
-        f = fopen(path, "re");
-        if (!f)
-                return errno == ENOENT ? 0 : log_error_errno(errno, "Failed to open '%s': %m", path);
-
-        while (getline(&line, &sz, f) > 0) {
-                char *l = strstrip(line), *eq;
-                int k;
-
-                lineno++;
-                if (*l == 0 || *l == '#' || *l == ';')
-                        continue;
-                if (*l == '[') {
-                        in_daemon = strcmp(l, "[Daemon]") == 0;
-                        continue;
-                }
-                if (!in_daemon)
-                        continue;
-                eq = strchr(l, '=');
-                if (!eq) {
-                        r = log_error_errno(EINVAL, "%s:%u: expected KEY=VALUE, got '%s'", path, lineno, l);
-                        continue;
-                }
-                *eq = 0;
-                k = config_assign(c, strstrip(l), strstrip(eq + 1));
-                if (k == -ENOENT)
-                        log_warning("%s:%u: unknown key '%s' in [Daemon], ignoring", path, lineno, strstrip(l));
-                else if (k < 0)
-                        r = log_error_errno(k, "%s:%u: invalid value '%s' for %s: %m",
-                                            path, lineno, strstrip(eq + 1), strstrip(l));
+        if (!streq_ptr(section, "Daemon"))
+                return 0;               /* libtuck's sections */
+        r = config_assign(s->config, key, value);
+        if (r == -ENOENT)
+                log_warning("%s:%u: unknown key '%s' in [Daemon], ignoring.", s->path, line, key);
+        else if (r < 0) {
+                /* Keep the first error, report every bad line. */
+                log_error_errno(r, "%s:%u: invalid value '%s' for %s: %m", s->path, line, value, key);
+                if (s->error == 0)
+                        s->error = r;
         }
-        fclose(f);
+        return 0;
+}
 
-        if (r == 0 && c->max_delay_usec < c->quiet_usec)
-                c->max_delay_usec = c->quiet_usec;
-        return r;
+int daemon_config_load(const char *path, DaemonConfig *c) {
+        _cleanup_free_ char *text = NULL, *error = NULL;
+        DaemonConfig n = DAEMON_CONFIG_DEFAULT;
+        ParseState s = { .config = &n, .path = path };
+        int r;
+
+        r = read_full_file_at(AT_FDCWD, path, 1024 * 1024, &text);
+        if (r == -ENOENT) {
+                *c = n;
+                return 0;
+        }
+        if (r < 0)
+                return log_error_errno(r, "Failed to read '%s': %m", path);
+
+        r = ini_parse(text, parse_one, &s, &error);
+        if (r < 0)
+                return log_error_errno(r, "%s: %s", path, error ?: strerror(-r));
+        if (s.error < 0)
+                return s.error;
+
+        if (n.max_delay_usec < n.quiet_usec)
+                n.max_delay_usec = n.quiet_usec;
+        *c = n;
+        return 0;
 }

@@ -3,12 +3,14 @@
 /*
  * Drives the healing primitive for tests/host/tuckd-heal.sh without tuckd:
  *
- *   tuckd-heal-tool swap ROOT HIERARCHY SOURCE [heal|report]
+ *   tuckd-heal-tool swap ROOT HIERARCHY SOURCE heal|report [OLD...]
  *
  * does what tuckd does around one swap: snapshot the namespaces that see the
  * current top of HIERARCHY, swap a clone of SOURCE in beneath it (the host's
  * refresh, with the current top's flags), then find the namespaces that did
- * not follow and heal or only report them, one line each.
+ * not follow and heal or only report them, one line each. The st_dev of
+ * each OLD path counts as one of ours too (tuckd remembers superseded
+ * overlays the same way), so namespaces left behind earlier are found.
  *
  *   tuckd-heal-tool view PID ROOT HIERARCHY
  *
@@ -61,20 +63,26 @@ static int host_swap(const char *hierarchy, const char *source) {
         return 0;
 }
 
-static int verb_swap(const char *root, const char *hierarchy, const char *source, bool heal) {
+static int verb_swap(const char *root, const char *hierarchy, const char *source, bool heal,
+                     char **old_paths, int n_old) {
         _cleanup_close_ int host_fd = -EBADF;
         NsView *before = NULL;
         HealReport *reports = NULL;
         size_t n_before = 0, n = 0;
         struct stat st;
-        dev_t old;
+        dev_t devs[1 + n_old];
         int r;
 
         if (stat(hierarchy, &st) < 0)
                 return negative_errno();
-        old = st.st_dev;
+        devs[0] = st.st_dev;
+        for (int i = 0; i < n_old; i++) {
+                if (stat(old_paths[i], &st) < 0)
+                        return negative_errno();
+                devs[1 + i] = st.st_dev;
+        }
 
-        r = heal_snapshot(root, hierarchy, &old, 1, &before, &n_before);
+        r = heal_snapshot(root, hierarchy, devs, 1 + n_old, &before, &n_before);
         if (r < 0)
                 return r;
         if (heal) {
@@ -87,8 +95,7 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
                                         (sfs.f_flags & ST_NODEV ? MOUNT_ATTR_NODEV : 0) |
                                         (sfs.f_flags & ST_NOSUID ? MOUNT_ATTR_NOSUID : 0) |
                                         (sfs.f_flags & ST_NOEXEC ? MOUNT_ATTR_NOEXEC : 0));
-                if (r > 0)
-                        printf("pinned %d namespaces\n", r);
+                printf("pinned %d namespaces\n", r);
         }
         r = host_swap(hierarchy, source);
         if (r < 0) {
@@ -99,7 +106,7 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
         host_fd = open(hierarchy, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (host_fd < 0)
                 return negative_errno();
-        r = heal_after_swap(root, hierarchy, host_fd, &old, 1, before, n_before, heal, &reports, &n);
+        r = heal_after_swap(root, hierarchy, host_fd, devs, 1 + n_old, before, n_before, heal, &reports, &n);
         ns_views_free(before, n_before);
         if (r < 0)
                 return r;
@@ -119,8 +126,8 @@ int main(int argc, char **argv) {
         NsView v;
         int r;
 
-        if (argc >= 5 && strcmp(argv[1], "swap") == 0)
-                r = verb_swap(argv[2], argv[3], argv[4], argc < 6 || strcmp(argv[5], "report") != 0);
+        if (argc >= 6 && strcmp(argv[1], "swap") == 0)
+                r = verb_swap(argv[2], argv[3], argv[4], strcmp(argv[5], "heal") == 0, argv + 6, argc - 6);
         else if (argc == 5 && strcmp(argv[1], "view") == 0) {
                 r = ns_view_read(atoi(argv[2]), argv[3], argv[4], &v);
                 if (r >= 0) {
@@ -129,7 +136,7 @@ int main(int argc, char **argv) {
                         ns_view_done(&v);
                 }
         } else {
-                fprintf(stderr, "usage: %s swap ROOT HIERARCHY SOURCE [heal|report] | view PID ROOT HIERARCHY\n", argv[0]);
+                fprintf(stderr, "usage: %s swap ROOT HIERARCHY SOURCE heal|report [OLD...] | view PID ROOT HIERARCHY\n", argv[0]);
                 return 2;
         }
         if (r < 0) {
