@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+
+#include "log.h"
+#include "macro.h"
+#include "tuckctl-bus.h"
+#include "util.h"
+
+#define TUCKD_BUS_NAME "org.tuck1"
+#define TUCKD_OBJECT_PATH "/org/tuck1"
+#define TUCKD_INTERFACE "org.tuck1.Manager"
+
+/* A refresh of many images can take a while; the default 25 s is too short. */
+#define TUCKCTL_BUS_TIMEOUT_USEC (UINT64_C(5) * 60 * 1000000)
+
+int tuckctl_bus_available(const char *root) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        int r;
+
+        if (root && !streq(root, "/"))
+                return 0;
+        r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return r == -ENOENT || r == -ECONNREFUSED ? 0 : r;
+        r = sd_bus_get_name_creds(bus, TUCKD_BUS_NAME, 0, NULL);
+        if (r == -ENXIO || r == -ESRCH || r == -ENOENT)
+                return 0;       /* no owner: tuckd is not running */
+        return r < 0 ? r : 1;
+}
+
+/* Calls @method on tuckd over a new connection returned in @ret_bus (the reply's). */
+static int call(sd_bus **ret_bus, const char *method, sd_bus_message **ret_reply, const char *types, ...) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        va_list ap;
+        int r;
+
+        r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return log_error_errno(r, "Failed to connect to the system bus: %m");
+        r = sd_bus_message_new_method_call(bus, &m, TUCKD_BUS_NAME, TUCKD_OBJECT_PATH,
+                                           TUCKD_INTERFACE, method);
+        if (r < 0)
+                return log_error_errno(r, "Failed to build the %s call: %m", method);
+        if (types) {
+                va_start(ap, types);
+                r = sd_bus_message_appendv(m, types, ap);
+                va_end(ap);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to build the %s call: %m", method);
+        }
+        r = sd_bus_call(bus, m, TUCKCTL_BUS_TIMEOUT_USEC, &error, ret_reply);
+        if (r < 0) {
+                log_error("tuckd: %s", error.message ?: strerror(-r));
+                sd_bus_error_free(&error);
+                return r;
+        }
+        *ret_bus = TAKE_PTR(bus);
+        return 0;
+}
+
+int tuckctl_bus_run(const char *verb, uint64_t flags, bool quiet) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        static const struct {
+                const char *verb, *method;
+        } table[] = {
+                { "merge",   "Merge"   },
+                { "refresh", "Refresh" },
+                { "unmerge", "Unmerge" },
+        };
+        const char *method = NULL;
+        int changed, r;
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (streq(verb, table[i].verb))
+                        method = table[i].method;
+        if (!method)
+                return log_error_errno(EINVAL, "'%s' cannot be run through tuckd.", verb);
+
+        r = call(&bus, method, &reply, "t", flags);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(reply, "b", &changed);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read tuckd's reply to %s: %m", method);
+        if (!quiet)
+                printf("%s (through tuckd): %s\n", verb, changed ? "done" : "nothing to do");
+        return changed ? 1 : 0;
+}
+
+int tuckctl_bus_json(const char *method) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *json;
+        int r;
+
+        r = call(&bus, method, &reply, NULL);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(reply, "s", &json);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read tuckd's reply to %s: %m", method);
+        fputs(json, stdout);
+        if (!*json || json[strlen(json) - 1] != '\n')
+                putchar('\n');
+        return 0;
+}
