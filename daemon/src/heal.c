@@ -144,9 +144,34 @@ static const char *path_relative_to_root(const char *root, const char *path) {
         return *path ? path : ".";
 }
 
-/* Unit and container from /proc/PID/cgroup: ".../machine-foo.scope/..." or ".../foo.service". */
+/* The unit and container a cgroup path names: ".../machine-foo.scope/...",
+ * ".../systemd-nspawn@foo.service/payload", ".../foo.service". */
+static void view_parse_cgroup_path(NsView *v, char *path) {
+        char *tok, *save = NULL;
+
+        for (tok = strtok_r(path, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+                size_t l = strlen(tok);
+
+                if (strncmp(tok, "machine-", 8) == 0 && l > 14 && strcmp(tok + l - 6, ".scope") == 0) {
+                        free(v->machine);
+                        v->machine = strndup(tok + 8, l - 14);
+                } else if (strncmp(tok, "systemd-nspawn@", 15) == 0 && l > 23 &&
+                           strcmp(tok + l - 8, ".service") == 0) {
+                        free(v->machine);
+                        v->machine = strndup(tok + 15, l - 23);
+                }
+                if ((l > 8 && strcmp(tok + l - 8, ".service") == 0) ||
+                    (l > 6 && strcmp(tok + l - 6, ".scope") == 0)) {
+                        free(v->unit);
+                        v->unit = strdup(tok);
+                }
+        }
+}
+
+/* Unit and container from /proc/PID/cgroup: the unified hierarchy ("0::")
+ * where systemd tracks units, else the name=systemd one (hybrid setups). */
 static void view_read_cgroup(NsView *v) {
-        _cleanup_free_ char *line = NULL;
+        _cleanup_free_ char *line = NULL, *unified = NULL, *named = NULL;
         size_t sz = 0;
         FILE *f;
         char p[64];
@@ -156,26 +181,17 @@ static void view_read_cgroup(NsView *v) {
         if (!f)
                 return;
         while (getline(&line, &sz, f) > 0) {
-                char *path, *tok, *save = NULL;
-
-                if (strncmp(line, "0::", 3) != 0)
-                        continue;
-                path = line + 3;
-                path[strcspn(path, "\n")] = 0;
-                for (tok = strtok_r(path, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-                        size_t l = strlen(tok);
-
-                        if (strncmp(tok, "machine-", 8) == 0 && l > 14 && strcmp(tok + l - 6, ".scope") == 0) {
-                                free(v->machine);
-                                v->machine = strndup(tok + 8, l - 14);
-                        } else if ((l > 8 && strcmp(tok + l - 8, ".service") == 0) ||
-                                   (l > 6 && strcmp(tok + l - 6, ".scope") == 0)) {
-                                free(v->unit);
-                                v->unit = strdup(tok);
-                        }
-                }
+                line[strcspn(line, "\n")] = 0;
+                if (strncmp(line, "0::", 3) == 0 && !unified)
+                        unified = strdup(line + 3);
+                else if (strstr(line, ":name=systemd:") && !named)
+                        named = strdup(strstr(line, ":name=systemd:") + 14);
         }
         fclose(f);
+        if (unified)
+                view_parse_cgroup_path(v, unified);
+        if (!v->unit && named)
+                view_parse_cgroup_path(v, named);
 }
 
 int ns_view_read(pid_t pid, const char *root, const char *hierarchy, NsView *ret) {

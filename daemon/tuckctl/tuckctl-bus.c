@@ -20,17 +20,25 @@
 
 int tuckctl_bus_available(const char *root) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_free_ char *their_root = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
         int r;
 
-        if (root && !streq(root, "/"))
-                return 0;
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return r == -ENOENT || r == -ECONNREFUSED ? 0 : r;
-        r = sd_bus_get_name_creds(bus, TUCKD_BUS_NAME, 0, NULL);
-        if (r == -ENXIO || r == -ESRCH || r == -ENOENT)
-                return 0;       /* no owner: tuckd is not running */
-        return r < 0 ? r : 1;
+        /* No owner (tuckd not running) answers ServiceUnknown/NameHasNoOwner:
+         * no bus activation file is installed, so asking never starts it. */
+        r = sd_bus_get_property_string(bus, TUCKD_BUS_NAME, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
+                                       "Root", &error, &their_root);
+        if (r < 0) {
+                bool absent = sd_bus_error_has_names(&error, SD_BUS_ERROR_SERVICE_UNKNOWN,
+                                                     SD_BUS_ERROR_NAME_HAS_NO_OWNER);
+                sd_bus_error_free(&error);
+                return absent ? 0 : r;
+        }
+        /* A tuckd for another tree (a test's --root) is not ours to use. */
+        return streq(their_root, root ?: "/");
 }
 
 /* Calls @method on tuckd over a new connection returned in @ret_bus (the reply's). */

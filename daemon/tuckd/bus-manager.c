@@ -137,6 +137,7 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
 
         SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Root", "s", NULL, offsetof(Manager, root), SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Generations", "a{st}", property_get_generations, 0,
                         SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StalePolicy", "s", property_get_policy, 0, 0),
