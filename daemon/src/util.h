@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "macro.h"
 
