@@ -16,11 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <libmount.h>
-
 #include "heal.h"
 #include "macro.h"
 #include "mount-api.h"
+#include "mountinfo.h"
+#include "nsscan.h"
 
 #ifndef STATX_MNT_ID
 #define STATX_MNT_ID 0x00001000U
@@ -35,38 +35,6 @@ static const char *const heal_action_table[_HEAL_ACTION_MAX] = {
 
 const char *heal_action_to_string(HealAction a) {
         return a >= 0 && a < _HEAL_ACTION_MAX ? heal_action_table[a] : NULL;
-}
-
-static const struct {
-        uint64_t attr;
-        unsigned long st_flag;
-        const char *name;
-} attr_table[] = {
-        { MOUNT_ATTR_RDONLY, ST_RDONLY, "ro"     },
-        { MOUNT_ATTR_NOSUID, ST_NOSUID, "nosuid" },
-        { MOUNT_ATTR_NODEV,  ST_NODEV,  "nodev"  },
-        { MOUNT_ATTR_NOEXEC, ST_NOEXEC, "noexec" },
-};
-
-const char *heal_attr_to_string(uint64_t attr, char buf[static 32]) {
-        char *p = buf;
-
-        *p = 0;
-        for (size_t i = 0; i < ELEMENTSOF(attr_table); i++)
-                if (attr & attr_table[i].attr)
-                        p += sprintf(p, "%s%s", p == buf ? "" : ",", attr_table[i].name);
-        if (p == buf)
-                strcpy(buf, "rw");
-        return buf;
-}
-
-static uint64_t attr_from_statfs(unsigned long f_flags) {
-        uint64_t attr = 0;
-
-        for (size_t i = 0; i < ELEMENTSOF(attr_table); i++)
-                if (f_flags & attr_table[i].st_flag)
-                        attr |= attr_table[i].attr;
-        return attr;
 }
 
 void ns_view_done(NsView *v) {
@@ -115,18 +83,19 @@ static int fd_inode(int fd, uint64_t *ret_ino, dev_t *ret_dev) {
 /* Top mount at an O_PATH fd: its id, its st_dev and its per-mount flags. */
 static int fd_mount_info(int fd, uint64_t *ret_mnt_id, dev_t *ret_dev, uint64_t *ret_attr) {
         struct statx sx;
-        struct statfs sfs;
+        int r;
 
         if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) < 0)
                 return negative_errno();
         if (!(sx.stx_mask & STATX_MNT_ID))
                 return -EOPNOTSUPP;
-        if (fstatfs(fd, &sfs) < 0)
-                return negative_errno();
+        r = path_get_mount_attr(fd, "", ret_attr);
+        if (r < 0)
+                return r;
 
         *ret_mnt_id = sx.stx_mnt_id;
         *ret_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-        *ret_attr = attr_from_statfs(sfs.f_flags) & HEAL_ATTR_MASK;
+        *ret_attr &= TUCK_ATTR_MASK;
         return 0;
 }
 
@@ -142,56 +111,6 @@ static const char *path_relative_to_root(const char *root, const char *path) {
         while (*path == '/')
                 path++;
         return *path ? path : ".";
-}
-
-/* The unit and container a cgroup path names: ".../machine-foo.scope/...",
- * ".../systemd-nspawn@foo.service/payload", ".../foo.service". */
-static void view_parse_cgroup_path(NsView *v, char *path) {
-        char *tok, *save = NULL;
-
-        for (tok = strtok_r(path, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-                size_t l = strlen(tok);
-
-                if (strncmp(tok, "machine-", 8) == 0 && l > 14 && strcmp(tok + l - 6, ".scope") == 0) {
-                        free(v->machine);
-                        v->machine = strndup(tok + 8, l - 14);
-                } else if (strncmp(tok, "systemd-nspawn@", 15) == 0 && l > 23 &&
-                           strcmp(tok + l - 8, ".service") == 0) {
-                        free(v->machine);
-                        v->machine = strndup(tok + 15, l - 23);
-                }
-                if ((l > 8 && strcmp(tok + l - 8, ".service") == 0) ||
-                    (l > 6 && strcmp(tok + l - 6, ".scope") == 0)) {
-                        free(v->unit);
-                        v->unit = strdup(tok);
-                }
-        }
-}
-
-/* Unit and container from /proc/PID/cgroup: the unified hierarchy ("0::")
- * where systemd tracks units, else the name=systemd one (hybrid setups). */
-static void view_read_cgroup(NsView *v) {
-        _cleanup_free_ char *line = NULL, *unified = NULL, *named = NULL;
-        size_t sz = 0;
-        FILE *f;
-        char p[64];
-
-        snprintf(p, sizeof p, "/proc/%d/cgroup", (int) v->pid);
-        f = fopen(p, "re");
-        if (!f)
-                return;
-        while (getline(&line, &sz, f) > 0) {
-                line[strcspn(line, "\n")] = 0;
-                if (strncmp(line, "0::", 3) == 0 && !unified)
-                        unified = strdup(line + 3);
-                else if (strstr(line, ":name=systemd:") && !named)
-                        named = strdup(strstr(line, ":name=systemd:") + 14);
-        }
-        fclose(f);
-        if (unified)
-                view_parse_cgroup_path(v, unified);
-        if (!v->unit && named)
-                view_parse_cgroup_path(v, named);
 }
 
 int ns_view_read(pid_t pid, const char *root, const char *hierarchy, NsView *ret) {
@@ -238,7 +157,7 @@ int ns_view_read(pid_t pid, const char *root, const char *hierarchy, NsView *ret
                 v.comm[l > 0 ? l : 0] = 0;
                 v.comm[strcspn(v.comm, "\n")] = 0;
         }
-        view_read_cgroup(&v);
+        (void) process_identify(pid, &v.unit, &v.machine);
 
         *ret = v;
         return 0;
@@ -314,7 +233,7 @@ int ns_views_scan(const char *root, const char *hierarchy, const dev_t *devs, si
 HealAction heal_plan(const NsView *before, const NsView *now, dev_t new_dev) {
         if (now->dev != new_dev)
                 return HEAL_SWAP;
-        if ((before->attr & ~now->attr) & HEAL_ATTR_MASK)
+        if ((before->attr & ~now->attr) & TUCK_ATTR_MASK)
                 return HEAL_ATTR;
         return HEAL_NONE;
 }
@@ -351,7 +270,7 @@ static int heal_in_namespace(const NsView *now, HealAction action, int tree_fd, 
                 return 0;
 
         case HEAL_ATTR: {
-                struct mount_attr a = { .attr_set = attr & HEAL_ATTR_MASK };
+                struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK };
 
                 if (mount_setattr(top_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
                         return errno;
@@ -360,7 +279,7 @@ static int heal_in_namespace(const NsView *now, HealAction action, int tree_fd, 
 
         case HEAL_PIN: {
                 _cleanup_close_ int clone_fd = -EBADF;
-                struct mount_attr a = { .attr_set = attr & HEAL_ATTR_MASK, .propagation = MS_PRIVATE };
+                struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK, .propagation = MS_PRIVATE };
 
                 clone_fd = open_tree(top_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
                 if (clone_fd < 0)
@@ -383,7 +302,7 @@ static int heal_in_namespace(const NsView *now, HealAction action, int tree_fd, 
 static int heal_make_tree(int host_fd, uint64_t attr) {
         _cleanup_close_ int fd = -EBADF;
         struct mount_attr a = {
-                .attr_set = attr & HEAL_ATTR_MASK,
+                .attr_set = attr & TUCK_ATTR_MASK,
                 /* Private: a shared clone would join the host's peer group and
                  * let mounts made inside the service propagate back out. */
                 .propagation = MS_PRIVATE,
@@ -553,54 +472,30 @@ int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
  * the same place (ProtectSystem=full's read-only bind) receives nothing, and
  * pinning it would only keep the old overlay alive underneath.
  */
-static struct libmnt_fs *table_find_id(struct libmnt_table *tb, int id) {
-        struct libmnt_iter *itr = mnt_new_iter(MNT_ITER_FORWARD);
-        struct libmnt_fs *fs;
-
-        if (!itr)
-                return NULL;
-        while (mnt_table_next_fs(tb, itr, &fs) == 0)
-                if (mnt_fs_get_id(fs) == id)
-                        break;
-                else
-                        fs = NULL;
-        mnt_free_iter(itr);
-        return fs;
-}
-
 static int view_top_would_receive(const NsView *v) {
-        struct libmnt_table *tb;
-        struct libmnt_fs *fs, *parent = NULL;
-        char p[64];
+        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
+        struct libmnt_fs *fs, *parent;
+        const char *opt;
         int r;
 
-        snprintf(p, sizeof p, "/proc/%d/mountinfo", (int) v->pid);
-        tb = mnt_new_table();
-        if (!tb)
-                return -ENOMEM;
-        r = mnt_table_parse_file(tb, p);
+        r = mount_table_read(v->pid, &tb);
         if (r < 0)
-                goto finish;
-
-        fs = table_find_id(tb, (int) v->mnt_id);
-        if (!fs) {
-                r = -ESRCH;
-                goto finish;
-        }
-        r = mnt_fs_get_optional_fields(fs) && strstr(mnt_fs_get_optional_fields(fs), "master:");
-        parent = table_find_id(tb, mnt_fs_get_parent_id(fs));
-        if (r > 0 && parent && mnt_fs_streq_target(parent, mnt_fs_get_target(fs)))
-                r = 0;
-finish:
-        mnt_unref_table(tb);
-        return r;
+                return r;
+        fs = mount_table_find_id(tb, (int) v->mnt_id);
+        if (!fs)
+                return -ESRCH;
+        opt = mnt_fs_get_optional_fields(fs);
+        if (!opt || !strstr(opt, "master:"))
+                return 0;
+        parent = mount_table_find_id(tb, mnt_fs_get_parent_id(fs));
+        return !(parent && mnt_fs_streq_target(parent, mnt_fs_get_target(fs)));
 }
 
 int heal_pin_loosenable(const NsView *views, size_t n, uint64_t host_attr) {
         int pinned = 0;
 
         for (size_t i = 0; i < n; i++) {
-                if (!(views[i].attr & ~host_attr & HEAL_ATTR_MASK))
+                if (!(views[i].attr & ~host_attr & TUCK_ATTR_MASK))
                         continue;       /* the host's flags would not loosen it */
                 if (view_top_would_receive(&views[i]) <= 0)
                         continue;       /* a swap leaves it stale, not loosened */

@@ -26,8 +26,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The per-mount flags a sandbox relies on: a heal may add them, never clear. */
-#define HEAL_ATTR_MASK (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
 
 typedef struct NsView {
         pid_t pid;
@@ -36,7 +34,7 @@ typedef struct NsView {
         char *path;             /* the hierarchy as this namespace names it */
         dev_t dev;              /* st_dev at the hierarchy: identifies the overlay */
         uint64_t mnt_id;        /* the top mount at the hierarchy */
-        uint64_t attr;          /* MOUNT_ATTR_* of that top, masked by HEAL_ATTR_MASK */
+        uint64_t attr;          /* MOUNT_ATTR_* of that top (TUCK_ATTR_MASK: a heal may add them, never clear) */
         char comm[16];
         char *unit;             /* owning systemd unit, from the cgroup path, or NULL */
         char *machine;          /* container name (machine-NAME.scope, or nspawn payload), or NULL */
@@ -52,9 +50,6 @@ typedef enum HealAction {
 } HealAction;
 
 const char *heal_action_to_string(HealAction a);
-
-/* A string like "ro,nosuid,nodev" for MOUNT_ATTR_* bits (static buffer per call site). */
-const char *heal_attr_to_string(uint64_t attr, char buf[static 32]);
 
 void ns_view_done(NsView *v);
 void ns_views_free(NsView *v, size_t n);

@@ -15,6 +15,12 @@
 #define TUCKD_OBJECT_PATH "/org/tuck1"
 #define TUCKD_INTERFACE "org.tuck1.Manager"
 
+/* tuckd's refusals keep their meaning: tuckctl exits with EXIT_REFUSED. */
+static const sd_bus_error_map tuckd_errors[] = {
+        SD_BUS_ERROR_MAP("org.tuck1.Error.Refused", EPERM),
+        SD_BUS_ERROR_MAP_END,
+};
+
 /* A refresh of many images can take a while; the default 25 s is too short. */
 #define TUCKCTL_BUS_TIMEOUT_USEC (UINT64_C(5) * 60 * 1000000)
 
@@ -49,6 +55,7 @@ static int call(sd_bus **ret_bus, const char *method, sd_bus_message **ret_reply
         va_list ap;
         int r;
 
+        (void) sd_bus_error_add_map(tuckd_errors);
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return log_error_errno(r, "Failed to connect to the system bus: %m");
@@ -119,4 +126,29 @@ int tuckctl_bus_json(const char *method) {
         if (!*json || json[strlen(json) - 1] != '\n')
                 putchar('\n');
         return 0;
+}
+
+int tuckctl_bus_try(const char *verb, const char *root, const TuckOptions *o, bool json, bool quiet,
+                    bool *ret_handled) {
+        uint64_t flags = 0;
+        int r;
+
+        *ret_handled = false;
+        if (json || o->allow_window || o->remove || o->classes != 0)
+                return 0;
+        if (!streq(verb, "merge") && !streq(verb, "refresh") && !streq(verb, "unmerge"))
+                return 0;
+        r = tuckctl_bus_available(root);
+        if (r <= 0) {
+                if (r < 0)
+                        log_debug_errno(r, "Cannot ask the system bus for tuckd, working directly: %m");
+                return 0;
+        }
+
+        if (o->force)
+                flags |= TUCKCTL_BUS_FORCE;
+        if (o->allow_downgrade)
+                flags |= TUCKCTL_BUS_ALLOW_DOWNGRADE;
+        *ret_handled = true;
+        return tuckctl_bus_run(verb, flags, quiet);
 }

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tuck.h"
+
 /* The D-Bus flags of org.tuck1.Manager's Merge/Refresh/Unmerge. */
 #define TUCKCTL_BUS_FORCE           (UINT64_C(1) << 0)
 #define TUCKCTL_BUS_ALLOW_DOWNGRADE (UINT64_C(1) << 1)
@@ -31,3 +33,12 @@ int tuckctl_bus_run(const char *verb, uint64_t flags, bool quiet);
 
 /* Status() or List() of tuckd: the same JSON as --json, printed to stdout. */
 int tuckctl_bus_json(const char *method);
+
+/*
+ * tuckctl's hook: run @verb through tuckd if it runs for @root and @o says
+ * nothing D-Bus cannot carry (--allow-window, --remove=, a class filter);
+ * @json also means direct (tuckd answers with a boolean, not a report).
+ * Sets *ret_handled; when true, the return value is the verb's result.
+ */
+int tuckctl_bus_try(const char *verb, const char *root, const TuckOptions *o, bool json, bool quiet,
+                    bool *ret_handled);

@@ -45,11 +45,35 @@ size_t engine_image_dirs(Engine *e, const char *const **ret);
 int engine_generation(Engine *e, size_t hierarchy, EngineGeneration *ret);
 
 /*
- * Run a verb on every hierarchy. Returns >0 if something changed, 0 if
- * nothing needed doing, <0 on error with a message in @ret_error (a static
- * or owned string; free() it).
+ * Overlays of @hierarchy that earlier generations used (newest first), which
+ * namespaces left behind may still show. Returns how many were stored.
  */
-int engine_run(Engine *e, EngineVerb verb, uint64_t flags, char **ret_error);
+size_t engine_past_devs(Engine *e, size_t hierarchy, dev_t *devs, size_t max);
+
+/* One hierarchy's swap, as the hooks see it. */
+typedef struct EngineSwap {
+        size_t hierarchy;       /* index into engine_hierarchies() */
+        const char *path;       /* with the root prefix */
+        uint64_t generation;    /* the new one */
+        dev_t old_dev;          /* the top being replaced (0: first merge) */
+        dev_t new_dev;
+        uint64_t attr;          /* MOUNT_ATTR_* of the new overlay */
+        int fd;                 /* after: O_PATH fd of the new top */
+} EngineSwap;
+
+typedef struct EngineHooks {
+        void (*before_swap)(const EngineSwap *s, void *userdata);
+        void (*after_swap)(const EngineSwap *s, void *userdata);
+        void *userdata;
+} EngineHooks;
+
+/*
+ * Run a verb on every hierarchy, calling @hooks around each swap. Returns >0
+ * if something changed, 0 if nothing needed doing, <0 if a hierarchy failed
+ * or was refused (others may have changed), with the reasons in @ret_error
+ * (owned; free() it).
+ */
+int engine_run(Engine *e, EngineVerb verb, uint64_t flags, const EngineHooks *hooks, char **ret_error);
 
 /* tuckctl status --json / list --json, as one string each. */
 int engine_status_json(Engine *e, char **ret);

@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "manager.h"
 #include "mount-api.h"
+#include "mountinfo.h"
 
 static const char *const engine_verb_past[_ENGINE_VERB_MAX] = {
         [ENGINE_MERGE] = "merged",
@@ -133,61 +134,51 @@ static int manager_adopt_generations(Manager *m, bool emit) {
         return changed;
 }
 
-static uint64_t path_attr(const char *path) {
-        struct statfs sfs;
-        uint64_t a = 0;
-
-        if (statfs(path, &sfs) < 0)
-                return 0;
-        if (sfs.f_flags & ST_RDONLY)
-                a |= MOUNT_ATTR_RDONLY;
-        if (sfs.f_flags & ST_NOSUID)
-                a |= MOUNT_ATTR_NOSUID;
-        if (sfs.f_flags & ST_NODEV)
-                a |= MOUNT_ATTR_NODEV;
-        if (sfs.f_flags & ST_NOEXEC)
-                a |= MOUNT_ATTR_NOEXEC;
-        return a;
-}
-
-static size_t hierarchy_devs(const Hierarchy *h, dev_t devs[static STALE_DEVS_MAX + 1]) {
+/* Overlays of @h that namespaces may still show: the one being replaced,
+ * libtuck's history of earlier ones, and those this tuckd saw replaced. */
+static size_t hierarchy_old_devs(Manager *m, size_t i, dev_t replaced, dev_t *devs, size_t max) {
+        const Hierarchy *h = m->hierarchies + i;
         size_t n = 0;
 
-        if (h->current.generation > 0)
-                devs[n++] = h->current.dev;
-        for (size_t i = 0; i < h->n_stale_devs; i++)
-                devs[n++] = h->stale_devs[i];
+        if (replaced != 0)
+                devs[n++] = replaced;
+        n += engine_past_devs(m->engine, i, devs + n, max - n);
+        for (size_t k = 0; k < h->n_stale_devs && n < max; k++)
+                devs[n++] = h->stale_devs[k];
         return n;
 }
 
-/* Before a swap: who sees our overlays now, and pin the ones a swap would loosen. */
-static void manager_snapshot(Manager *m) {
-        for (size_t i = 0; i < m->n_hierarchies; i++) {
-                Hierarchy *h = m->hierarchies + i;
-                dev_t devs[STALE_DEVS_MAX + 1];
-                size_t n = hierarchy_devs(h, devs);
-                int r;
+#define OLD_DEVS_MAX (2 * STALE_DEVS_MAX + 64 + 1)
 
-                ns_views_free(h->before, h->n_before);
-                h->before = NULL;
-                h->n_before = 0;
-                if (n == 0)
-                        continue;
-                r = heal_snapshot(m->root, h->path, devs, n, &h->before, &h->n_before);
-                if (r < 0) {
-                        log_warning_errno(r, "Failed to scan mount namespaces for '%s': %m", h->path);
-                        continue;
-                }
-                if (m->config.stale_policy == STALE_POLICY_HEAL && h->n_before > 0) {
-                        r = heal_pin_loosenable(h->before, h->n_before, path_attr(h->path));
-                        if (r > 0)
-                                log_info("Pinned %d namespace(s) on '%s' so the swap cannot loosen their flags.",
-                                         r, h->path);
-                }
+/* Before a swap: who sees our overlays now, and pin the ones a swap would loosen. */
+static void on_before_swap(const EngineSwap *s, void *userdata) {
+        Manager *m = userdata;
+        Hierarchy *h = m->hierarchies + s->hierarchy;
+        dev_t devs[OLD_DEVS_MAX];
+        size_t n = hierarchy_old_devs(m, s->hierarchy, s->old_dev, devs, ELEMENTSOF(devs));
+        int r;
+
+        ns_views_free(h->before, h->n_before);
+        h->before = NULL;
+        h->n_before = 0;
+        if (n == 0)
+                return;         /* first merge: nobody can be on an older overlay */
+
+        r = heal_snapshot(m->root, h->path, devs, n, &h->before, &h->n_before);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to scan mount namespaces for '%s': %m", h->path);
+                return;
+        }
+        if (m->config.stale_policy == STALE_POLICY_HEAL && h->n_before > 0) {
+                r = heal_pin_loosenable(h->before, h->n_before, s->attr);
+                if (r > 0)
+                        log_info("%s: pinned %d namespace(s) so the swap cannot loosen their flags.",
+                                 h->path, r);
         }
 }
 
-static void log_namespace(Manager *m, const Hierarchy *h, const HealReport *r, const char *outcome) {
+static void log_namespace(Manager *m, const Hierarchy *h, uint64_t generation, const HealReport *r,
+                          const char *outcome) {
         char pid[16], want[32], now[32];
         const char *who = r->view.machine ? "container" : r->view.unit ? "unit" : "process";
         const char *name = r->view.machine ?: r->view.unit ?: r->view.comm;
@@ -198,7 +189,7 @@ static void log_namespace(Manager *m, const Hierarchy *h, const HealReport *r, c
                 "TUCK_UNIT", r->view.unit ?: "",
                 "TUCK_MACHINE", r->view.machine ?: "",
                 "TUCK_ACTION", heal_action_to_string(r->action),
-                "TUCK_FLAGS", heal_attr_to_string(r->want_attr, want),
+                "TUCK_FLAGS", mount_attr_to_string(r->want_attr, want, 32),
                 "TUCK_OUTCOME", outcome,
                 NULL,
         };
@@ -208,30 +199,60 @@ static void log_namespace(Manager *m, const Hierarchy *h, const HealReport *r, c
                   r->result < 0 ? 3 /* LOG_ERR */ : r->result == 0 ? 6 /* LOG_INFO */ : 4 /* LOG_WARNING */,
                   fields,
                   "%s: %s %s (pid %d, %s) did not follow generation %" PRIu64 " (%s, flags %s now %s): %s",
-                  h->path, who, name, (int) r->view.pid, r->view.comm, h->current.generation,
-                  heal_action_to_string(r->action), want, heal_attr_to_string(r->view.attr, now), outcome);
+                  h->path, who, name, (int) r->view.pid, r->view.comm, generation,
+                  heal_action_to_string(r->action), want, mount_attr_to_string(r->view.attr, now, 32), outcome);
         (void) manager_emit_namespace(m, h->path, r, outcome);
 }
 
-/* After a swap of @h: find namespaces that did not follow, apply the policy. */
-static void manager_handle_stale(Manager *m, Hierarchy *h) {
-        _cleanup_close_ int host_fd = -EBADF;
+static void log_generation(Manager *m, Hierarchy *h, uint64_t old_gen, uint64_t new_gen) {
+        char old[24], new[24];
+        const char *fields[] = {
+                "TUCK_HIERARCHY", h->path,
+                "TUCK_VERB", engine_verb_to_string(m->running_verb),
+                "TUCK_TRIGGER", m->running_trigger,
+                "TUCK_OLD_GENERATION", old,
+                "TUCK_GENERATION", new,
+                NULL,
+        };
+        EngineVerb v = m->running_verb;
+
+        /* A refresh of a hierarchy that was not merged is its first merge, and
+         * one that ends with nothing merged an unmerge. */
+        if (new_gen == 0)
+                v = ENGINE_UNMERGE;
+        else if (old_gen == 0)
+                v = ENGINE_MERGE;
+        else
+                v = ENGINE_REFRESH;
+
+        snprintf(old, sizeof old, "%" PRIu64, old_gen);
+        snprintf(new, sizeof new, "%" PRIu64, new_gen);
+        log_event(engine_verb_message_id[v], 6, fields, "%s: %s, generation %" PRIu64 " -> %" PRIu64 " (%s).",
+                  h->path, engine_verb_past[v], old_gen, new_gen, m->running_trigger);
+        h->logged = true;
+}
+
+/* After a swap: find namespaces that did not follow, apply the policy. */
+static void on_after_swap(const EngineSwap *s, void *userdata) {
+        Manager *m = userdata;
+        Hierarchy *h = m->hierarchies + s->hierarchy;
         HealReport *reports = NULL;
-        dev_t devs[STALE_DEVS_MAX + 1];
-        size_t n = 0;
+        dev_t devs[OLD_DEVS_MAX];
+        size_t n = 0, n_devs;
         bool heal = m->config.stale_policy == STALE_POLICY_HEAL;
         int r;
 
-        host_fd = open(h->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (host_fd < 0) {
-                log_warning_errno(errno, "Failed to open '%s': %m", h->path);
-                return;
-        }
+        log_generation(m, h, h->current.generation, s->generation);
 
-        /* Old overlays only: the new one is added by heal_after_swap(). */
-        memcpy(devs, h->stale_devs, h->n_stale_devs * sizeof(dev_t));
-        r = heal_after_swap(m->root, h->path, host_fd, devs, h->n_stale_devs,
-                            h->before, h->n_before, heal, &reports, &n);
+        n_devs = hierarchy_old_devs(m, s->hierarchy, s->old_dev, devs, ELEMENTSOF(devs));
+        if (n_devs == 0 || s->fd < 0)
+                return;
+
+        r = heal_after_swap(m->root, h->path, s->fd, devs, n_devs, h->before, h->n_before, heal,
+                            &reports, &n);
+        ns_views_free(h->before, h->n_before);
+        h->before = NULL;
+        h->n_before = 0;
         if (r < 0) {
                 log_warning_errno(r, "Failed to look for namespaces that did not follow '%s': %m", h->path);
                 return;
@@ -259,7 +280,7 @@ static void manager_handle_stale(Manager *m, Hierarchy *h) {
                         }
                 } else
                         snprintf(outcome, sizeof outcome, "reported");
-                log_namespace(m, h, rep, outcome);
+                log_namespace(m, h, s->generation, rep, outcome);
         }
         heal_reports_free(reports, n);
 }
@@ -270,42 +291,32 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
         int r, changed;
 
         m->refresh_count++;
+        m->running_verb = verb;
+        m->running_trigger = trigger;
         (void) sd_notifyf(false, "STATUS=%s (%s)...", engine_verb_to_string(verb), trigger);
 
-        if (verb != ENGINE_UNMERGE)
-                manager_snapshot(m);
-        for (size_t i = 0; i < m->n_hierarchies; i++)
+        for (size_t i = 0; i < m->n_hierarchies; i++) {
                 old_gen[i] = m->hierarchies[i].current.generation;
+                m->hierarchies[i].logged = false;
+        }
 
-        r = engine_run(m->engine, verb, flags, &error);
+        r = engine_run(m->engine, verb, flags,
+                       &(EngineHooks) {
+                               .before_swap = on_before_swap,
+                               .after_swap = on_after_swap,
+                               .userdata = m,
+                       },
+                       &error);
 
         /* Whatever the verb said, the mount table is the truth. */
         changed = manager_adopt_generations(m, true);
         if (changed > 0)
                 m->swap_count++;
 
-        for (size_t i = 0; i < m->n_hierarchies; i++) {
-                Hierarchy *h = m->hierarchies + i;
-                char old[24], new[24];
-                const char *fields[] = {
-                        "TUCK_HIERARCHY", h->path,
-                        "TUCK_VERB", engine_verb_to_string(verb),
-                        "TUCK_TRIGGER", trigger,
-                        "TUCK_OLD_GENERATION", old,
-                        "TUCK_GENERATION", new,
-                        NULL,
-                };
-
-                if (h->current.generation == old_gen[i])
-                        continue;
-                snprintf(old, sizeof old, "%" PRIu64, old_gen[i]);
-                snprintf(new, sizeof new, "%" PRIu64, h->current.generation);
-                log_event(engine_verb_message_id[verb], 6, fields,
-                          "%s: %s, generation %" PRIu64 " -> %" PRIu64 " (%s).",
-                          h->path, engine_verb_past[verb], old_gen[i], h->current.generation, trigger);
-                if (verb != ENGINE_UNMERGE && old_gen[i] > 0)
-                        manager_handle_stale(m, h);
-        }
+        /* Swaps were logged by on_after_swap(); log the rest (unmerge). */
+        for (size_t i = 0; i < m->n_hierarchies; i++)
+                if (m->hierarchies[i].current.generation != old_gen[i] && !m->hierarchies[i].logged)
+                        log_generation(m, m->hierarchies + i, old_gen[i], m->hierarchies[i].current.generation);
 
         if (r < 0) {
                 const char *fields[] = {

@@ -22,6 +22,7 @@ typedef struct Hierarchy {
         EngineGeneration current;
         dev_t stale_devs[STALE_DEVS_MAX];
         size_t n_stale_devs;
+        bool logged;                    /* this run's change is logged already */
         NsView *before;                 /* snapshot taken before a swap */
         size_t n_before;
 } Hierarchy;
@@ -42,6 +43,9 @@ typedef struct Manager {
 
         Hierarchy *hierarchies;
         size_t n_hierarchies;
+
+        EngineVerb running_verb;        /* while manager_run() runs */
+        const char *running_trigger;
 
         uint64_t burst_start_usec;      /* first change of the pending burst, 0 = none */
         uint64_t refresh_count;         /* verbs run (merge/refresh/unmerge), any outcome */

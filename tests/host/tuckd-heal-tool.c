@@ -29,13 +29,14 @@
 #include "heal.h"
 #include "macro.h"
 #include "mount-api.h"
+#include "mountinfo.h"
 
 static void print_view(const char *prefix, const NsView *v, uint64_t attr) {
         char buf[32];
 
         printf("%s pid=%d comm=%s unit=%s machine=%s path=%s dev=%u:%u flags=%s",
                prefix, (int) v->pid, v->comm, v->unit ?: "-", v->machine ?: "-", v->path,
-               major(v->dev), minor(v->dev), heal_attr_to_string(attr, buf));
+               major(v->dev), minor(v->dev), mount_attr_to_string(attr, buf, 32));
 }
 
 static int host_swap(const char *hierarchy, const char *source) {
@@ -114,7 +115,7 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
         for (size_t i = 0; i < n; i++) {
                 print_view("stale", &reports[i].view, reports[i].view.attr);
                 printf(" action=%s want=%s result=%s\n", heal_action_to_string(reports[i].action),
-                       heal_attr_to_string(reports[i].want_attr, (char[32]) {}),
+                       mount_attr_to_string(reports[i].want_attr, (char[32]) {}, 32),
                        reports[i].result == 1 ? "reported" :
                        reports[i].result == 0 ? "healed" : strerror(-reports[i].result));
         }
