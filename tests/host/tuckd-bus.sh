@@ -14,9 +14,12 @@ tuck_setup_root
 EXT=$ROOT/var/lib/extensions
 printf '[Daemon]\nWatch=no\n' >"$CONF"
 
+make_raw "$W"/foo-1.raw foo 1 v1
+mv "$W"/foo-1.raw "$EXT"/foo.raw
 start_journal
 start_bus
 start_tuckd
+check "start-up merged generation 1 (v1)" test "$(marker)" = v1
 
 # ---- introspection documents the interface
 bctl introspect --xml-interface org.tuck1 /org/tuck1 >"$LOGS"/introspect.xml
@@ -31,20 +34,24 @@ for want in '<interface name="org.tuck1.Manager">' \
 done
 
 check "READY=1 sent" grep -qx 'READY=1' "$NOTIFY"
-check "STATUS= names the hierarchies" grep -q "^STATUS=.*$ROOT/usr not merged" "$NOTIFY"
-check "Version property" bash -c "bctl() { busctl --address='$BUS' \"\$@\"; }; bctl get-property org.tuck1 /org/tuck1 org.tuck1.Manager Version | grep -q '^s \"'"
+check "STATUS= shows the generation" grep -q "^STATUS=.*$ROOT/usr generation 1" "$NOTIFY"
+check "STATUS= shows unmerged hierarchies" grep -q "^STATUS=.*$ROOT/opt not merged" "$NOTIFY"
+version=$(prop Version)
+check "Version property ($version)" test "${version#s \"}" != "$version"
 
 # ---- watch signals and property changes for the rest of the test
 gdbus monitor --address "$BUS" --dest org.tuck1 --object-path /org/tuck1 >"$LOGS"/monitor 2>&1 &
 pids+=($!)
 sleep 0.5
 
-# ---- Merge
-make_raw "$W"/foo-1.raw foo 1 v1
-mv "$W"/foo-1.raw "$EXT"/foo.raw
-check "Merge(0) -> changed" test "$(call Merge t 0)" = "b true"
-check "marker is v1 after Merge" test "$(marker)" = v1
-check "Generations: usr at 1" bash -c "busctl --address='$BUS' get-property org.tuck1 /org/tuck1 org.tuck1.Manager Generations | grep -q '\"$ROOT/usr\" 1'"
+# ---- Merge: already merged at start-up, so refused (use Refresh), as tuckctl merge
+if out=$(call Merge t 0 2>&1); then
+        not_ok "Merge on a merged system went through: $out"
+else
+        check "Merge(0) when merged is refused: $out" grep -q 'Merge refused: .*already merged' <<<"$out"
+fi
+gens=$(prop Generations)
+check "Generations: usr at 1 ($gens)" grep -q "\"$ROOT/usr\" 1" <<<"$gens"
 
 # ---- Refresh to v2
 make_raw "$W"/foo-2.raw foo 2 v2
@@ -101,7 +108,7 @@ check "marker is base after Unmerge" test "$(marker)" = base
 check "Unmerge(0) again -> nothing to do" test "$(call Unmerge t 0)" = "b false"
 
 sleep 0.3
-check "GenerationChanged 0 -> 1 signalled" grep -q "GenerationChanged ('$ROOT/usr', uint64 0, uint64 1)" "$LOGS"/monitor
+check "GenerationChanged 2 -> 3 signalled" grep -q "GenerationChanged ('$ROOT/usr', uint64 2, uint64 3)" "$LOGS"/monitor
 check "GenerationChanged 1 -> 2 signalled" grep -q "GenerationChanged ('$ROOT/usr', uint64 1, uint64 2)" "$LOGS"/monitor
 check "PropertiesChanged for Generations" grep -q "PropertiesChanged ('org.tuck1.Manager', {'Generations'" "$LOGS"/monitor
 check "STATUS= shows a generation" grep -q "^STATUS=.*$ROOT/usr generation [0-9]" "$NOTIFY"
@@ -122,16 +129,19 @@ stop_tuckd
 stop_bus
 start_bus permissive
 start_tuckd
+check "start-up merged again" test "$(marker)" = v1
 count=$(prop RefreshCount | awk '{print $2}')
-if out=$(bctl_nobody call org.tuck1 /org/tuck1 org.tuck1.Manager Merge t 0 2>&1); then
-        not_ok "nobody's Merge went through a permissive policy: $out"
-else
-        check "nobody's Merge refused by tuckd itself" grep -q 'Only root may call Merge' <<<"$out"
-fi
+for method in Unmerge Refresh Merge; do
+        if out=$(bctl_nobody call org.tuck1 /org/tuck1 org.tuck1.Manager $method t 0 2>&1); then
+                not_ok "nobody's $method went through a permissive policy: $out"
+        else
+                check "nobody's $method refused by tuckd itself" grep -q "Only root may call $method" <<<"$out"
+        fi
+done
 check "nothing ran" test "$(prop RefreshCount | awk '{print $2}')" = "$count"
-check "marker still base" test "$(marker)" = base
-check "refusal journalled with TUCK_METHOD" grep -qx 'TUCK_METHOD=Merge' "$JOURNAL"
-check "root still may, through the same policy" test "$(call Merge t 0)" = "b true"
+check "marker still v1" test "$(marker)" = v1
+check "refusal journalled with TUCK_METHOD" grep -qx 'TUCK_METHOD=Unmerge' "$JOURNAL"
+check "root still may, through the same policy" test "$(call Unmerge t 0)" = "b true"
 
 # ---- the journal: one entry per event, with MESSAGE_IDs
 merged=$(journal_count e33a64a37fdd4ed08461ec5fc4eab05a)
@@ -139,10 +149,10 @@ refreshed=$(journal_count 422132a242a0458bba8d9dc325bf0e2f)
 unmerged=$(journal_count 51afd983890a42cea6d171ad651bd37a)
 refused=$(journal_count a5c9fd731e88490fbc12620ea801653d)
 diag "journal: merged $merged, refreshed $refreshed, unmerged $unmerged, refused $refused"
-check "merged entries (2)" test "$merged" -eq 2
+check "merged entries (2: two start-ups)" test "$merged" -eq 2
 check "refreshed entries (3: v2, force, downgrade)" test "$refreshed" -eq 3
-check "unmerged entry (1)" test "$unmerged" -eq 1
-check "refused entries (downgrade, nobody's Merge)" test "$refused" -eq 2
+check "unmerged entries (2)" test "$unmerged" -eq 2
+check "refused entries (downgrade, nobody's 3 calls)" test "$refused" -eq 4
 check "entries carry TUCK_HIERARCHY" grep -qx "TUCK_HIERARCHY=$ROOT/usr" "$JOURNAL"
 check "a readable MESSAGE" grep -q "^MESSAGE=$ROOT/usr: refreshed, generation 1 -> 2 (D-Bus Refresh)." "$JOURNAL"
 

@@ -141,6 +141,7 @@ start_bus() {
 	  <listen>unix:path=$sock</listen>
 	  <auth>EXTERNAL</auth>
 	  <policy context="default">
+	    <allow user="*"/>
 	    <deny own="*"/>
 	    <deny send_type="method_call"/>
 	    <allow send_type="signal"/>
