@@ -487,6 +487,13 @@ static int clone_submounts(const TuckHierarchy *h, Submount **ret, size_t *ret_n
                         break;
                 }
                 s[n].fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+                /*
+                 * Private while it waits in the staging namespace; attached beneath a
+                 * shared parent, the new tree gets fresh peer groups and propagates
+                 * to the slaves like any new mount.
+                 */
+                if (s[n].fd >= 0 && mount_make_private(s[n].fd, true) < 0)
+                        s[n].fd = safe_close(s[n].fd);
                 if (s[n].fd < 0) {
                         r = -errno;
                         (void) asprintf_safe(ret_error, "cannot clone nested mount '%s': %s", path, strerror(errno));

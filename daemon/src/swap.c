@@ -164,8 +164,32 @@ int receive_fd(int sock) {
         return fd;
 }
 
+/*
+ * A clone made by open_tree() joins the peer group of its original. The
+ * base's original is the host's root (or /usr) peer group: without this,
+ * every mount the host makes there (our own overlay first of all) would
+ * propagate onto the base in the staging namespace.
+ */
+int mount_make_private(int fd, bool recursive) {
+        struct mount_attr a = { .propagation = MS_PRIVATE };
+
+        return RET_NERRNO(mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a, sizeof(a)));
+}
+
 static int clone_top(const char *path) {
-        return RET_NERRNO(open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+        _cleanup_close_ int fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = mount_make_private(fd, false);
+        if (r < 0)
+                return r;
+        /* The base is only ever a lower layer: nothing writes through the clone. */
+        if (mount_setattr(fd, "", AT_EMPTY_PATH, &(struct mount_attr) { .attr_set = MOUNT_ATTR_RDONLY },
+                          sizeof(struct mount_attr)) < 0)
+                return -errno;
+        return TAKE_FD(fd);
 }
 
 /* In the child: peel `peel` mounts off path in a private copy of our namespace, clone what is left. */

@@ -46,6 +46,9 @@ int mount_beneath(int tree_fd, const char *target);
  */
 int base_capture(const char *path, unsigned peel, int *ret_fd);
 
+/* Take a detached tree (fd from open_tree/fsmount) out of every peer group. */
+int mount_make_private(int fd, bool recursive);
+
 /* SCM_RIGHTS helpers. */
 int send_fd(int sock, int fd);
 int receive_fd(int sock);

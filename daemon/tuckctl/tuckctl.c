@@ -103,7 +103,7 @@ static int parse_argv(int argc, char *argv[]) {
         };
         int c;
 
-        while ((c = getopt_long(argc, argv, "+hqv", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "hqv", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
