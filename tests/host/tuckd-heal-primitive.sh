@@ -26,8 +26,8 @@ mkdir -p "$G"
 for g in 1 2 3 4 5 6; do
         mkdir -p "$G/g$g"
         mount -t tmpfs "gen$g" "$G/g$g"
-        mkdir -p "$G/g$g"/share/tuck
-        echo "gen$g" >"$G/g$g"/share/tuck/marker
+        mkdir -p "$G/g$g"/lib/tuck-probe
+        echo "generation=gen$g" >"$G/g$g"/lib/tuck-probe/generation
 done
 mount --make-private "$G"/g* 2>/dev/null || true
 
@@ -40,14 +40,18 @@ mkdir -p "$C"
 spawn_ns plain "true"
 spawn_ns full "mount --bind $H $H && mount -o remount,bind,ro,nosuid,nodev,noexec $H"
 spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
-spawn_ns container "mount -t tmpfs ctr $C && mount --make-private $C && mkdir -p $C/usr $C/old $C/proc $C/bin $C/lib $C/lib64 \
+spawn_ns container "mount -t tmpfs ctr $C && mount --make-private $C && mkdir -p $C/usr $C/old $C/proc $C/bin $C/lib $C/lib64 && touch $C/tuck-probe \
+        && mount --bind $TUCK_PROBE $C/tuck-probe \
         && for d in bin lib lib64; do mount --rbind /usr/\$d $C/\$d; done \
         && mount --rbind $H $C/usr && mount -o remount,bind,ro,nodev $C/usr \
         && cd $C && pivot_root . old && mount -t proc proc /proc && umount -l /old"
 
+probe_path() {
+        echo "$([[ $1 == container ]] && echo /usr || echo "$H")/lib/tuck-probe/generation"
+}
+
 view_of() {
-        local pid=$1
-        ns_read "$pid" "$([[ $2 == container ]] && echo /usr || echo "$H")/share/tuck/marker"
+        ns_read "$1" "$(probe_path "$2")"
 }
 
 expect_view() {
@@ -87,20 +91,14 @@ kill "$NS_PID_strict"
 spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
 expect_view strict gen2 ro,nosuid,nodev,noexec
 
-declare -A reader_out
 for n in plain full strict container; do
         pid=NS_PID_$n
-        p=$([[ $n == container ]] && echo /usr || echo "$H")/share/tuck/marker
-        reader_out[$n]=$LOGS/reader-$n
-        nsenter -t "${!pid}" -m -r sh -c "while :; do cat $p || echo missing; done" \
-                >"${reader_out[$n]}" 2>>"$LOGS/reader-$n.err" &
-        pids+=($!)
-        readers+=($!)
+        start_probe "$n" "${!pid}" "$(probe_path $n)"
 done
 # And one that samples strict's flags from outside, to catch a transient loosening.
 ( while :; do "$HEAL_TOOL" view "$NS_PID_strict" "$ROOT" "$H" || true; done ) >"$LOGS"/strict-flags 2>&1 &
 pids+=($!)
-readers+=($!)
+sampler=$!
 sleep 0.3
 
 for g in 3 4 5 6; do
@@ -109,8 +107,9 @@ for g in 3 4 5 6; do
         sleep 0.2
 done
 sleep 0.3
-kill "${readers[@]}"
-wait "${readers[@]}" 2>/dev/null || true
+stop_probes
+kill "$sampler"
+wait "$sampler" 2>/dev/null || true
 
 check "host on gen6" test "$(marker)" = gen6
 expect_view plain gen6 ro,nodev
@@ -120,16 +119,11 @@ expect_view container gen6 ro,nodev
 check "every heal succeeded" bash -c "! grep -h '^stale' $LOGS/swap[3-6].out | grep -v 'result=healed'"
 
 for n in plain full strict container; do
-        reads=$(wc -l <"${reader_out[$n]}")
-        bad=$(grep -cvE '^gen[1-6]$' "${reader_out[$n]}" || true)
-        base=$(grep -c '^base$' "${reader_out[$n]}" || true)
-        seen=$(sort -u "${reader_out[$n]}" | grep -E '^gen' | tr '\n' ' ')
-        diag "$n: $reads reads, base $base, missing or other $((bad - base)), generations seen: $seen"
-        if ((reads > 0 && bad == 0)); then
-                ok "$n: no base or missing file in $reads reads"
-        else
-                not_ok "$n: $bad bad of $reads reads"
-        fi
+        reads=$(probe_result $n reads)
+        exposures=$(probe_result $n exposures)
+        other=$(($(probe_result $n errors) + $(probe_result $n garbage)))
+        diag "$n: $reads reads, $exposures base or missing, $other other, generations seen: $(probe_result $n labels)"
+        check "$n: no base or missing file in $reads reads" test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
 done
 
 samples=$(grep -c ' flags=' "$LOGS"/strict-flags || true)

@@ -16,6 +16,9 @@ TUCKD=$TUCK_BUILD/daemon/tuckd/tuckd
 HEAL_TOOL=$TUCK_BUILD/tests/host/tuckd-heal-tool
 FAKE_SYSTEMD=$TUCK_BUILD/tests/host/tuckd-fake-systemd
 DGRAM_SINK=$TUCK_SRC/tests/host/tuckd-dgram-sink.py
+TUCK_PROBE=$TUCK_BUILD/tests/lib/tuck-probe
+# The window probe's file (tests/lib/probe.c): "generation=LABEL", base "base".
+PROBE_REL=usr/lib/tuck-probe/generation
 POLICY=$TUCK_SRC/units/org.tuck1.conf
 
 tuck_enter_ns() {
@@ -86,10 +89,10 @@ tuck_setup_root() {
         mount -t tmpfs -o mode=0755 tuck-host "$W"
         mount --make-shared "$W"
         ROOT=$W/root
-        mkdir -p "$ROOT"/usr/lib "$ROOT"/usr/share/tuck "$ROOT"/etc "$ROOT"/run "$ROOT"/var/lib \
+        mkdir -p "$ROOT"/usr/lib/tuck-probe "$ROOT"/etc "$ROOT"/run "$ROOT"/var/lib \
                 "$ROOT"/var/lib/extensions "$ROOT"/opt
         printf 'ID=debian\nVERSION_ID=12\n' >"$ROOT"/usr/lib/os-release
-        echo base >"$ROOT"/usr/share/tuck/marker
+        echo generation=base >"$ROOT/$PROBE_REL"
         CONF=$W/tuck.conf
         : >"$CONF"
         # Our own /run: the fake journal socket goes to /run/systemd/journal.
@@ -99,14 +102,14 @@ tuck_setup_root() {
         mkdir -p "$LOGS"
 }
 
-# make_ext_dir DIR NAME VERSION MARKER: an extension tree (sysext) whose
-# /usr/share/tuck/marker says MARKER.
+# make_ext_dir DIR NAME VERSION LABEL: an extension tree (sysext) whose probe
+# file says generation=LABEL.
 make_ext_dir() {
         local d=$1 name=$2 version=$3 marker=$4
-        mkdir -p "$d"/usr/lib/extension-release.d "$d"/usr/share/tuck
+        mkdir -p "$d"/usr/lib/extension-release.d "$d"/usr/lib/tuck-probe
         printf 'ID=_any\nSYSEXT_VERSION_ID=%s\n' "$version" \
                 >"$d"/usr/lib/extension-release.d/extension-release."$name"
-        echo "$marker" >"$d"/usr/share/tuck/marker
+        echo "generation=$marker" >"$d/$PROBE_REL"
 }
 
 # make_raw OUT NAME VERSION MARKER: the same as a squashfs image.
@@ -118,8 +121,9 @@ make_raw() {
         rm -rf "$t"
 }
 
+# marker: the label the host sees now.
 marker() {
-        cat "$ROOT"/usr/share/tuck/marker 2>/dev/null || echo missing
+        sed -n 's/^generation=//p' "$ROOT/$PROBE_REL" 2>/dev/null | grep . || echo missing
 }
 
 # ---------------------------------------------------------------- the bus
@@ -281,9 +285,43 @@ spawn_ns() {
         return 1
 }
 
-# ns_read PID PATH: read a file as that namespace sees it.
+# ns_read PID PATH: the label of a probe file as that namespace sees it.
 ns_read() {
-        nsenter -t "$1" -m -r cat "$2" 2>/dev/null || echo missing
+        { nsenter -t "$1" -m -r cat "$2" 2>/dev/null || echo missing; } | sed 's/^generation=//'
+}
+
+# ---------------------------------------------------------------- window probes
+# start_probe NAME PID PATH: tuck-probe reading PATH in PID's namespace (and
+# root) until stop_probes; the container layouts bind it in at /tuck-probe.
+probe_pids=()
+start_probe() {
+        local name=$1 pid=$2 path=$3 bin=$TUCK_PROBE
+        nsenter -t "$pid" -m -r test -x /tuck-probe 2>/dev/null && bin=/tuck-probe
+        nsenter -t "$pid" -m -r "$bin" -t "$name" "$path" >"$LOGS/probe-$name.json" 2>"$LOGS/probe-$name.err" &
+        pids+=($!)
+        probe_pids+=($!)
+}
+
+stop_probes() {
+        kill -TERM "${probe_pids[@]}" 2>/dev/null || true
+        wait "${probe_pids[@]}" 2>/dev/null || true
+        probe_pids=()
+}
+
+# probe_result NAME FIELD: reads, exposures (base + missing), base, missing,
+# or labels (the generations seen, space separated).
+probe_result() {
+        python3 -c '
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+f = d["files"][0]
+field = sys.argv[2]
+if field == "labels":
+    print(" ".join(sorted(f["labels"])))
+elif field == "exposures":
+    print(f["base"] + f["missing"])
+else:
+    print(f[field])' "$LOGS/probe-$1.json" "$2"
 }
 
 # ns_flags PID PATH: the top mount's per-mount flags at PATH in that namespace.
