@@ -379,9 +379,11 @@ void manager_schedule_refresh(Manager *m, const char *why) {
 int manager_start(Manager *m) {
         int r;
 
+        /* Best effort: a failure here is logged, and the start-up refresh
+         * below says whether the state is usable. tuckd stays up to report. */
         r = engine_recover(m->engine);
         if (r < 0)
-                return log_error_errno(r, "Failed to recover the state of a previous run: %m");
+                log_error_errno(r, "Failed to recover the state of a previous run: %m");
 
         (void) manager_adopt_generations(m, false);
         for (size_t i = 0; i < m->n_hierarchies; i++)
