@@ -44,7 +44,9 @@ cleanup_host() {
                 umount -R -l "$ROOT" 2>/dev/null || true
                 rmdir "$ROOT" 2>/dev/null || true
         fi
-        [[ -n $IMAGES ]] && rm -rf "$IMAGES"
+        if [[ -n $IMAGES ]]; then
+                rm -rf "$IMAGES"
+        fi
 }
 trap cleanup_host EXIT
 
