@@ -282,6 +282,35 @@ int staging_open_path(Staging *s, const char *rel) {
         return RET_NERRNO(open(rel, O_PATH | O_DIRECTORY | O_CLOEXEC));
 }
 
+int staging_count_mounts(Staging *s) {
+        _cleanup_close_ int proc = -EBADF;
+        FILE *f;
+        char line[4096];
+        int n = 0, fd, r;
+
+        /* No /proc in there: open it here, and mountinfo once inside (it binds to the namespace at open). */
+        proc = open("/proc/thread-self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (proc < 0)
+                return -errno;
+        r = staging_enter(s);
+        if (r < 0)
+                return r;
+        fd = openat(proc, "mountinfo", O_RDONLY | O_CLOEXEC);
+        r = fd < 0 ? -errno : 0;
+        (void) staging_leave(s);
+        if (r < 0)
+                return r;
+        f = fdopen(fd, "re");
+        if (!f) {
+                safe_close(fd);
+                return -errno;
+        }
+        while (fgets(line, sizeof(line), f))
+                n++;
+        fclose(f);
+        return n;
+}
+
 int staging_destroy(const char *run_dir) {
         _cleanup_free_ char *pin = NULL;
         int r;
