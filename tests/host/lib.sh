@@ -44,7 +44,9 @@ cleanup_host() {
                 umount -R -l "$ROOT" 2>/dev/null || true
                 rmdir "$ROOT" 2>/dev/null || true
         fi
-        [[ -n $IMAGES ]] && rm -rf "$IMAGES"
+        if [[ -n $IMAGES ]]; then
+                rm -rf "$IMAGES"
+        fi
 }
 trap cleanup_host EXIT
 
@@ -77,10 +79,20 @@ mkimg() {
         echo "$out"
 }
 
-# install_img PATH NAME [DIR]: drop an image into a search directory.
+# install_img PATH NAME [DIR]: drop an image into a search directory, atomically
+# (a new inode: an image that is mounted must never change under its loop device).
 install_img() {
         local dir=${3:-run/extensions}
-        cp "$1" "$ROOT/$dir/$2.raw"
+        cp "$1" "$ROOT/$dir/.$2.raw.new"
+        mv -f "$ROOT/$dir/.$2.raw.new" "$ROOT/$dir/$2.raw"
+}
+
+# link_img PATH NAME [DIR]: point NAME.raw at PATH with an atomic symlink flip
+# (how sysupdate and sysext-bakery stage updates).
+link_img() {
+        local dir=${3:-run/extensions}
+        ln -s "$1" "$ROOT/$dir/.$2.raw.new"
+        mv -Tf "$ROOT/$dir/.$2.raw.new" "$ROOT/$dir/$2.raw"
 }
 
 probe_label() {
