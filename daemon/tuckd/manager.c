@@ -17,6 +17,7 @@
 #include "manager.h"
 #include "mount-api.h"
 #include "mountinfo.h"
+#include "util.h"
 
 static const char *const engine_verb_past[_ENGINE_VERB_MAX] = {
         [ENGINE_MERGE] = "merged",
@@ -339,6 +340,15 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
 
 static int on_refresh_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
+        _cleanup_free_ char *busy = NULL;
+
+        /* Never activate an image someone is still writing in place. */
+        if (manager_images_busy(m, &busy) > 0) {
+                log_info("'%s' is still open for writing, refreshing when it is closed.", strna(busy));
+                m->burst_start_usec = 0;
+                manager_schedule_refresh(m, "image still being written");
+                return 0;
+        }
 
         m->burst_start_usec = 0;
         (void) manager_run(m, ENGINE_REFRESH, 0, "image directory changed", NULL);

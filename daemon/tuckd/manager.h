@@ -73,6 +73,8 @@ void manager_notify_status(Manager *m);
 /* watch.c */
 int manager_watch_images(Manager *m);
 void manager_unwatch_images(Manager *m);
+/* 1 if an image file is open for writing (path in *ret_path), else 0. */
+int manager_images_busy(Manager *m, char **ret_path);
 
 /* bus-manager.c */
 int manager_connect_bus(Manager *m);
