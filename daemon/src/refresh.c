@@ -26,6 +26,7 @@
  * if one fails, the host's mount table is exactly as it was.
  */
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -953,6 +954,36 @@ int tuck_unmerge(TuckContext *c, const TuckOptions *o, Report **ret) {
         return tuck_run(c, VERB_UNMERGE, o, ret);
 }
 
+/*
+ * Inside staging: images mounted at i/<id> that staging.json does not list
+ * (a refresh killed between mounting an image and saving the table). Nothing
+ * refers to them; left mounted they would pin their loop devices for good.
+ */
+static void recover_unrecorded_images(Run *run) {
+        DIR *d = opendir("i");
+        struct dirent *de;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char *end, rel[300];
+                unsigned long id = strtoul(de->d_name, &end, 10);
+                bool known = false;
+
+                if (de->d_name[0] == '.' || *end)
+                        continue;
+                for (size_t k = 0; k < run->table.n_images; k++)
+                        if (run->table.images[k].id == id)
+                                known = true;
+                if (known)
+                        continue;
+                snprintf(rel, sizeof(rel), "i/%s", de->d_name);
+                log_debug("Unmounting staged image %s, which no record lists.", rel);
+                (void) staging_detach(&run->staging, rel);
+        }
+        closedir(d);
+}
+
 int tuck_recover(TuckContext *c) {
         _cleanup_report_ Report *report = report_new("recover");
         Run run = {
@@ -972,13 +1003,15 @@ int tuck_recover(TuckContext *c) {
                 r = run_observe(&run);
         if (r >= 0) {
                 /* Overlays a killed refresh left half-assembled. */
-                if (staging_enter(&run.staging) >= 0)
+                if (staging_enter(&run.staging) >= 0) {
                         for (size_t i = 0; i < c->n_hierarchies; i++) {
                                 _cleanup_free_ char *rel = path_join("o", c->hierarchies[i].id);
 
                                 if (rel)
                                         (void) staging_detach(&run.staging, rel);
                         }
+                        recover_unrecorded_images(&run);
+                }
                 (void) staging_leave(&run.staging);
                 r = run_collect(&run);
         }

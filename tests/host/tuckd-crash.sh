@@ -129,6 +129,10 @@ depth=$(mounts_at_usr)
 nloops=$(loops)
 diag "after $RUNS kills: $depth mounts at $ROOT/usr, $nloops loop devices backed by test images"
 diag "before the kills: $mounts0 mounts at $ROOT/usr, $loops0 loop devices"
+if ((nloops > loops0)); then
+        diag "$(losetup -l -n -O NAME,BACK-FILE | grep "$W")"
+        diag "$(cat "$ROOT"/run/tuck/staging.json)"
+fi
 if ((depth > mounts0)); then
         diag "$(awk -v m="$ROOT/usr" '$5 == m' /proc/self/mountinfo)"
         diag "$(cat "$ROOT"/run/tuck/generations/usr.json 2>/dev/null | head -40)"
