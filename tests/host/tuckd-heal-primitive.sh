@@ -35,16 +35,7 @@ mount --make-private "$G"/g* 2>/dev/null || true
 mount --bind "$G"/g1 "$H"
 mount -o remount,bind,ro,nodev "$H"
 
-C=$W/ctr
-mkdir -p "$C"
-spawn_ns plain "true"
-spawn_ns full "mount --bind $H $H && mount -o remount,bind,ro,nosuid,nodev,noexec $H"
-spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
-spawn_ns container "mount -t tmpfs ctr $C && mount --make-private $C && mkdir -p $C/usr $C/old $C/proc $C/bin $C/lib $C/lib64 && touch $C/tuck-probe \
-        && mount --bind $TUCK_PROBE $C/tuck-probe \
-        && for d in bin lib lib64; do mount --rbind /usr/\$d $C/\$d; done \
-        && mount --rbind $H $C/usr && mount -o remount,bind,ro,nodev $C/usr \
-        && cd $C && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+spawn_layouts "$H"
 
 probe_path() {
         echo "$([[ $1 == container ]] && echo /usr || echo "$H")/lib/tuck-probe/generation"
@@ -88,7 +79,7 @@ check "report: strict lost its flags" \
 # ---- with healing, while readers in every namespace watch the marker
 # strict's flags were lost above (report only): start a fresh strict service.
 kill "$NS_PID_strict"
-spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
+spawn_strict
 expect_view strict gen2 ro,nosuid,nodev,noexec
 
 for n in plain full strict container; do

@@ -46,16 +46,7 @@ cleanup_cgroup() {
 }
 trap 'cleanup_cgroup; tuck_cleanup' EXIT
 
-C=$W/ctr
-mkdir -p "$C"
-spawn_ns plain "true"
-spawn_ns full "echo \$\$ >$CG/$UNIT/cgroup.procs && mount --bind $H $H && mount -o remount,bind,ro,nosuid,nodev,noexec $H"
-spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
-spawn_ns container "mount -t tmpfs ctr $C && mount --make-private $C && mkdir -p $C/usr $C/old $C/proc $C/bin $C/lib $C/lib64 && touch $C/tuck-probe \
-        && mount --bind $TUCK_PROBE $C/tuck-probe \
-        && for d in bin lib lib64; do mount --rbind /usr/\$d $C/\$d; done \
-        && mount --rbind $H $C/usr && mount -o remount,bind,ro,nodev $C/usr \
-        && cd $C && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+spawn_layouts "$H" "echo \$\$ >$CG/$UNIT/cgroup.procs"
 
 path_in() {
         [[ $1 == container ]] && echo /usr/$M || echo "$H/$M"

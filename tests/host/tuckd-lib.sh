@@ -295,6 +295,32 @@ spawn_ns() {
         return 1
 }
 
+# The layouts that do not follow a host swap on their own (tuckd(8) HEALING),
+# around hierarchy $1: NS_PID_plain (a plain slave service), NS_PID_full (a
+# read-only bind on top, ProtectSystem=full), NS_PID_strict (root rbind onto
+# itself, every mount remounted read-only in place, ProtectSystem=strict),
+# NS_PID_container (own root via pivot_root, a read-only bind of the
+# hierarchy at /usr, tuck-probe bound in at /tuck-probe). $2: shell run first
+# in the full service (e.g. to join a cgroup).
+spawn_layouts() {
+        local h=$1 full_pre=${2:-true} c=$W/ctr
+        mkdir -p "$c"
+        spawn_ns plain "true"
+        spawn_ns full "$full_pre && mount --bind $h $h && mount -o remount,bind,ro,nosuid,nodev,noexec $h"
+        spawn_strict
+        spawn_ns container "mount -t tmpfs ctr $c && mount --make-private $c \
+                && mkdir -p $c/usr $c/old $c/proc $c/bin $c/lib $c/lib64 && touch $c/tuck-probe \
+                && mount --bind $TUCK_PROBE $c/tuck-probe \
+                && for d in bin lib lib64; do mount --rbind /usr/\$d $c/\$d; done \
+                && mount --rbind $h $c/usr && mount -o remount,bind,ro,nodev $c/usr \
+                && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+}
+
+spawn_strict() {
+        spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do \
+                mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
+}
+
 # ns_read PID PATH: the label of a probe file as that namespace sees it.
 ns_read() {
         { nsenter -t "$1" -m -r cat "$2" 2>/dev/null || echo missing; } | sed 's/^generation=//'
