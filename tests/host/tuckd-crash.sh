@@ -110,13 +110,7 @@ diag "$RUNS runs: hierarchy old ${outcome[old]:-0}, new ${outcome[new]:-0}, base
 check "after every SIGKILL: old or new, never base or missing" test "$bad" -eq 0
 check "after every restart: the images on disk are active ($unrecovered not)" test "$unrecovered" -eq 0
 
-for r in host service; do
-        reads=$(probe_result $r reads)
-        exposures=$(probe_result $r exposures)
-        other=$(($(probe_result $r errors) + $(probe_result $r garbage)))
-        diag "$r probe: $reads reads, $exposures base or missing, $other other, seen: $(probe_result $r labels)"
-        check "$r probe: no base or missing file in $reads reads" test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
-done
+check_probes host service
 
 # Recovery: tuckd is ready, refreshes normally, shows what is on disk.
 check "tuckd ready after the last restart" kill -0 "$TUCKD_PID"

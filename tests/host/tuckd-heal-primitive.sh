@@ -87,9 +87,7 @@ for n in plain full strict container; do
         start_probe "$n" "${!pid}" "$(probe_path $n)"
 done
 # And one that samples strict's flags from outside, to catch a transient loosening.
-( while :; do "$HEAL_TOOL" view "$NS_PID_strict" "$ROOT" "$H" || true; done ) >"$LOGS"/strict-flags 2>&1 &
-pids+=($!)
-sampler=$!
+start_flag_sampler "$NS_PID_strict" "$H"
 sleep 0.3
 
 for g in 3 4 5 6; do
@@ -99,8 +97,7 @@ for g in 3 4 5 6; do
 done
 sleep 0.3
 stop_probes
-kill "$sampler"
-wait "$sampler" 2>/dev/null || true
+stop_flag_sampler
 
 check "host on gen6" test "$(marker)" = gen6
 expect_view plain gen6 ro,nodev
@@ -109,18 +106,9 @@ expect_view strict gen6 ro,nosuid,nodev,noexec
 expect_view container gen6 ro,nodev
 check "every heal succeeded" bash -c "! grep -h '^stale' $LOGS/swap[3-6].out | grep -v 'result=healed'"
 
-for n in plain full strict container; do
-        reads=$(probe_result $n reads)
-        exposures=$(probe_result $n exposures)
-        other=$(($(probe_result $n errors) + $(probe_result $n garbage)))
-        diag "$n: $reads reads, $exposures base or missing, $other other, generations seen: $(probe_result $n labels)"
-        check "$n: no base or missing file in $reads reads" test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
-done
+check_probes plain full strict container
 
-samples=$(grep -c ' flags=' "$LOGS"/strict-flags || true)
-loose=$(grep ' flags=' "$LOGS"/strict-flags | grep -vc ' flags=ro,nosuid,nodev,noexec ' || true)
-diag "strict: $samples flag samples during the swaps, $loose loosened"
-check "strict: never loosened in $samples samples" test "$samples" -gt 0 -a "$loose" -eq 0
+check_never_loosened ro,nosuid,nodev,noexec strict
 
 # The stack does not grow: healing replaces, never accumulates.
 for n in full strict container; do

@@ -99,9 +99,7 @@ for n in plain full strict container; do
         pid=NS_PID_$n
         start_probe "$n" "${!pid}" "$(path_in $n)"
 done
-( while :; do "$HEAL_TOOL" view "$NS_PID_strict" "$ROOT" "$H" || true; done ) >"$LOGS"/strict-flags 2>&1 &
-pids+=($!)
-sampler=$!
+start_flag_sampler "$NS_PID_strict" "$H"
 sleep 0.3
 
 healed_before=$(prop HealCount | awk '{print $2}')
@@ -112,8 +110,7 @@ for v in 3 4 5; do
 done
 sleep 0.3
 stop_probes
-kill "$sampler"
-wait "$sampler" 2>/dev/null || true
+stop_flag_sampler
 healed=$(($(prop HealCount | awk '{print $2}') - healed_before))
 
 for n in plain full strict container; do
@@ -126,17 +123,8 @@ diag "HealCount +$healed over 3 refreshes"
 check "namespaces healed ($healed)" test "$healed" -ge 6
 check "healed journalled" test "$(journal_count e31ca6970a1d42cdb02b12431d3ab01e)" -ge 6
 
-for n in plain full strict container; do
-        reads=$(probe_result $n reads)
-        exposures=$(probe_result $n exposures)
-        other=$(($(probe_result $n errors) + $(probe_result $n garbage)))
-        diag "$n: $reads reads, $exposures base or missing, $other other, seen: $(probe_result $n labels)"
-        check "$n: no base or missing file in $reads reads" test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
-done
-samples=$(grep -c ' flags=' "$LOGS"/strict-flags || true)
-loose=$(grep ' flags=' "$LOGS"/strict-flags | grep -vc " flags=$strict_flags " || true)
-diag "strict: $samples flag samples, $loose loosened"
-check "strict never loosened in $samples samples" test "$samples" -gt 0 -a "$loose" -eq 0
+check_probes plain full strict container
+check_never_loosened $strict_flags strict
 
 # ---- restart: ask systemd to restart the owning unit
 "$FAKE_SYSTEMD" "$LOGS"/restarts >>"$LOGS"/fake-systemd.log 2>&1 &

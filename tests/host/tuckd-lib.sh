@@ -344,6 +344,41 @@ stop_probes() {
         probe_pids=()
 }
 
+# check_probes NAME...: one TAP line per probe: it read, and never saw the
+# base, a missing file, an error or garbage.
+check_probes() {
+        local n reads exposures other
+        for n in "$@"; do
+                reads=$(probe_result "$n" reads)
+                exposures=$(probe_result "$n" exposures)
+                other=$(($(probe_result "$n" errors) + $(probe_result "$n" garbage)))
+                diag "$n: $reads reads, $exposures base or missing, $other other, seen: $(probe_result "$n" labels)"
+                check "$n: no base or missing file in $reads reads" \
+                        test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
+        done
+}
+
+# Flags of PID's view of the hierarchy, sampled from outside until
+# stop_flag_sampler; check_never_loosened FLAGS then checks every sample.
+start_flag_sampler() {
+        ( while :; do "$HEAL_TOOL" view "$1" "$ROOT" "$2" || true; done ) >"$LOGS"/flag-samples 2>&1 &
+        pids+=($!)
+        SAMPLER=$!
+}
+
+stop_flag_sampler() {
+        kill "$SAMPLER" 2>/dev/null || true
+        wait "$SAMPLER" 2>/dev/null || true
+}
+
+check_never_loosened() {
+        local samples loose
+        samples=$(grep -c ' flags=' "$LOGS"/flag-samples || true)
+        loose=$(grep ' flags=' "$LOGS"/flag-samples | grep -vc " flags=$1 " || true)
+        diag "$2: $samples flag samples, $loose loosened"
+        check "$2: never loosened in $samples samples" test "$samples" -gt 0 -a "$loose" -eq 0
+}
+
 # probe_result NAME FIELD: reads, exposures (base + missing), base, missing,
 # or labels (the generations seen, space separated).
 probe_result() {
