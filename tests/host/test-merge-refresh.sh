@@ -66,15 +66,25 @@ expect_eq "the ProtectSystem-like service stays on its bind of the old generatio
 check "exactly one overlay on each hierarchy" \
         test "$(grep -c " $ROOT/usr ro,.* - overlay " /proc/self/mountinfo)" = 1
 
+# Never loosen: the admin tightened the live overlay (nosuid); the next generation keeps it.
+mount -o remount,bind,nosuid "$ROOT/usr"
+install_img "$a" foo   # a new copy: the refresh has work to do
+out=$(tuck refresh --allow-downgrade)
+check "refresh after the live top was made nosuid" grep -q '^/usr: refreshed, generation 3 -> 4' <<<"$out"
+check "the new overlay is still nosuid (flags are never loosened)" \
+        grep -Eq " $ROOT/usr ro,nosuid,nodev[ ,].* - overlay tuck-sysext " /proc/self/mountinfo
+install_img "$b" foo
+tuck refresh >/dev/null
+
 status=$(tuck status)
 diag "$status"
-check "status names generation 3 for /usr" grep -q '^/usr (sysext): generation 3 since' <<<"$status"
+check "status names generation 5 for /usr" grep -q '^/usr (sysext): generation 5 since' <<<"$status"
 json=$(tuck status --json)
-check "status --json is JSON with generation 3 and the layer's version" python3 -c '
+check "status --json is JSON with generation 5 and the layer's version" python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 usr = [h for h in s["hierarchies"] if h["hierarchy"] == "/usr"][0]
-assert usr["generation"] == 3 and usr["merged"] and usr["on_top"], usr
+assert usr["generation"] == 5 and usr["merged"] and usr["on_top"], usr
 assert [l["version"] for l in usr["layers"]] == ["1.1"], usr["layers"]
 states = {v["pid"]: v["state"] for v in usr["namespaces"]}
 assert states['"$plain"'] == "current", states
@@ -103,7 +113,7 @@ expect_eq "a service sees the base again" \
 check "no overlay left on the host" bash -c "! grep -q ' - overlay ' /proc/self/mountinfo"
 
 out=$(tuck merge)
-check "merge after unmerge starts a new generation" grep -q '^/usr: merged, generation 3 -> 4' <<<"$out"
+check "merge after unmerge starts a new generation" grep -q '^/usr: merged, generation 5 -> 6' <<<"$out"
 expect_eq "and shows the extension again" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" B
 
 tap_done
