@@ -680,6 +680,15 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
                 goto fail;
         }
 
+        /* The new top must carry at least the flags we set (the kernel copies them; check anyway). */
+        {
+                uint64_t now_attr = 0;
+
+                if (path_get_mount_attr(AT_FDCWD, h->full, &now_attr) >= 0 && (now_attr & attr) != attr)
+                        log_warning("%s: the new overlay's flags are 0x%" PRIx64 ", expected at least 0x%" PRIx64 ".",
+                                    h->full, now_attr, attr);
+        }
+
         /* e. record */
         r = path_get_mnt_id(AT_FDCWD, h->full, &mnt_id);
         if (r < 0)

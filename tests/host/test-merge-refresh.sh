@@ -47,8 +47,12 @@ out=$(tuck refresh)
 diag "$out"
 check "refresh with unchanged inputs says so and does nothing" grep -q '^/usr: unchanged' <<<"$out"
 before=$(host_mountinfo)
+staged_before=$(python3 -c 'import json,sys; print(sorted(i["id"] for i in json.load(open(sys.argv[1]))["images"]))' "$ROOT/run/tuck/staging.json")
 check "--force refreshes anyway" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$(tuck refresh --force)"
 check "a forced refresh replaced the overlay mount" test "$before" != "$(host_mountinfo)"
+expect_eq "unchanged images kept their staged mounts (same staging IDs)" \
+        "$(python3 -c 'import json,sys; print(sorted(i["id"] for i in json.load(open(sys.argv[1]))["images"]))' "$ROOT/run/tuck/staging.json")" \
+        "$staged_before"
 
 install_img "$b" foo
 install_img "$cb" cfg run/confexts
@@ -115,5 +119,17 @@ check "no overlay left on the host" bash -c "! grep -q ' - overlay ' /proc/self/
 out=$(tuck merge)
 check "merge after unmerge starts a new generation" grep -q '^/usr: merged, generation 5 -> 6' <<<"$out"
 expect_eq "and shows the extension again" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" B
+
+# The raw primitive.
+mkdir -p "$ROOT/tmp/t" "$ROOT/tmp/src"
+mount -t tmpfs top "$ROOT/tmp/t"
+echo top >"$ROOT/tmp/t/file"
+mount -t tmpfs new "$ROOT/tmp/src"
+echo new >"$ROOT/tmp/src/file"
+check "tuckctl beneath SOURCE TARGET" tuck -q beneath "$ROOT/tmp/src" "$ROOT/tmp/t"
+expect_eq "the top mount still shows" "$(cat "$ROOT/tmp/t/file")" top
+umount -l "$ROOT/tmp/t"
+expect_eq "unmounting the top reveals the clone moved beneath it" "$(cat "$ROOT/tmp/t/file")" new
+check "beneath without a mount at TARGET fails" bash -c "! '$TUCKCTL' beneath '$ROOT/tmp/src' '$ROOT/usr/lib' 2>/dev/null"
 
 tap_done
