@@ -286,6 +286,15 @@ static int run_observe(Run *run) {
 
                 if (!class_selected(run->o, h->class))
                         continue;
+                if (access(h->full, F_OK) < 0 && errno == ENOENT) {
+                        /* Like systemd-sysext: a hierarchy that does not exist here is skipped. */
+                        HierarchyReport *hr = report_add(run->report, h->path, h->class);
+
+                        if (!hr)
+                                return -ENOMEM;
+                        hierarchy_report_set(hr, OUTCOME_NOTHING, 0, "%s does not exist here, skipped", h->full);
+                        continue;
+                }
                 in = &run->inputs[run->n_inputs];
                 run->input_index[run->n_inputs++] = i;
                 *in = (PlanHierarchyInput) {

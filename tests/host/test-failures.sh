@@ -96,6 +96,14 @@ assert sorted(i["name"] for i in l if i["valid"]) == ["foo"], l
 assert len([i for i in l if not i["valid"]]) == 4
 ' <<<"$(tuck list --json)"
 
+# --- a hierarchy that does not exist is skipped, the others merged --------------
+tuck unmerge >/dev/null
+rm -rf "$ROOT/opt"
+out=$(tuck merge 2>&1)
+diag "$out"
+check "a missing /opt is skipped and said so" grep -q "^/opt: nothing: .*/opt does not exist here, skipped" <<<"$out"
+check "/usr is merged anyway" grep -q '^/usr: merged' <<<"$out"
+
 # --- an active extension whose new image is bad is not dropped -------------
 setup_merged
 bad=$(mkimg foo 3.0 sysext B --id=not-this-os)

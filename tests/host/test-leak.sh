@@ -32,4 +32,7 @@ expect_eq "the service namespace's mounts after $N refreshes equal those before"
 expect_eq "the service sees the last generation" \
         "$(nsenter --mount --target "$SERVICE_PID" sed -n 's/^generation=//p' "$ROOT/usr/lib/tuck-probe/generation")" \
         "$( ((N % 2)) && echo B || echo A)"
+expect_eq "every refresh made a new generation" \
+        "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["generation"])' "$ROOT/run/tuck/generations/usr.json")" \
+        $((N + 1))
 tap_done
