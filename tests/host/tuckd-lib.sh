@@ -26,16 +26,8 @@ tuck_enter_ns() {
                 echo "1..0 # SKIP needs root (mount namespaces, loop devices)"
                 exit 77
         fi
-        # Create our namespace on CPU 0, and run tuckd there too (start_tuckd):
-        # on this 6.18 kernel mount namespace ids are not ordered across CPUs,
-        # and binding the staging namespace's nsfs file (libtuck's pin) is
-        # refused as a possible loop when the binder's namespace has the
-        # higher id. Measured: unpinned, about 1 in 10 `tuckctl refresh` in a
-        # fresh test namespace fails with EINVAL; pinned, 0 in 20. The host's
-        # initial namespace is the oldest, so a real tuckd is not affected.
         if [[ ${TUCK_IN_NS:-} != 1 ]]; then
-                exec env TUCK_IN_NS=1 taskset -c 0 unshare --mount --propagation slave \
-                        taskset -c 0-1023 "$0" "$@"
+                exec env TUCK_IN_NS=1 unshare --mount --propagation slave "$0" "$@"
         fi
 }
 
@@ -251,7 +243,7 @@ start_tuckd() {
                 [[ -S $sock ]] && break
                 sleep 0.05
         done
-        NOTIFY_SOCKET=$sock taskset -c 0 "$TUCKD" --root="$ROOT" --config="$CONF" "$@" >>"$LOGS"/tuckd.log 2>&1 &
+        NOTIFY_SOCKET=$sock "$TUCKD" --root="$ROOT" --config="$CONF" "$@" >>"$LOGS"/tuckd.log 2>&1 &
         TUCKD_PID=$!
         pids+=($TUCKD_PID)
         for ((i = 0; i < 200; i++)); do
