@@ -375,6 +375,67 @@ TEST_F(beneath, propagates_to_peer_namespace) {
         check_propagation_beneath(_metadata, self, false);
 }
 
+/*
+ * What DESIGN.md says of hardened services: a slave namespace that put its
+ * own bind mount on the top (as ProtectSystem= does with a read-only bind)
+ * receives the beneath mount, but unmounting our top does not reveal it
+ * there: umount propagation reparents their bind, which still shows the old
+ * top's content. tuck must find and heal such namespaces itself.
+ */
+TEST_F(beneath, slave_own_overmount_keeps_old_top) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *theirs = NULL;
+        char view[PATH_MAX];
+        pid_t pid;
+        int ready[2], r;
+        char c;
+
+        ASSERT_EQ(0, tmpfs_mount_at(SHARED, "parent"));
+        ASSERT_EQ(0, set_propagation(SHARED, MS_SHARED));
+        ASSERT_EQ(0, tmpfs_mount_at(SHARED "/m", "top"));
+
+        ASSERT_EQ(0, pipe2(ready, O_CLOEXEC));
+        pid = fork();
+        ASSERT_LE(0, pid);
+        if (pid == 0) {
+                if (unshare(CLONE_NEWNS) < 0 || set_propagation(SHARED, MS_REC | MS_SLAVE) < 0)
+                        _exit(1);
+                /* Their own read-only bind on top, as a sandboxed service has. */
+                if (mount(SHARED "/m", SHARED "/m", NULL, MS_BIND, NULL) < 0 ||
+                    mount(NULL, SHARED "/m", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0)
+                        _exit(2);
+                if (write(ready[1], "r", 1) != 1)
+                        _exit(3);
+                for (;;)
+                        pause();
+        }
+        self->ns_child = pid;
+        close(ready[1]);
+        ASSERT_EQ(1, read(ready[0], &c, 1));
+        close(ready[0]);
+        snprintf(view, sizeof(view), "/proc/%d/root" SHARED "/m", (int) pid);
+
+        fd = tmpfs_detached("new");
+        ASSERT_LE(0, fd);
+        r = move_beneath(fd, "", AT_FDCWD, SHARED "/m", 0);
+        OUTCOME(r);
+        ASSERT_EQ(0, r);
+        fd = safe_close(fd);
+        theirs = mountinfo_read(pid);
+        ASSERT_NE(NULL, theirs);
+        ASSERT_EQ(3u, mountinfo_count_at(theirs, SHARED "/m"))
+                TH_LOG("the beneath mount did not reach the slave namespace");
+
+        ASSERT_EQ(0, umount2(SHARED "/m", 0));
+        ASSERT_MARKER(SHARED "/m", "new");
+        /* Theirs still shows the old top, through their own bind. */
+        ASSERT_MARKER(view, "top");
+        free(theirs);
+        theirs = mountinfo_read(pid);
+        ASSERT_NE(NULL, theirs);
+        ASSERT_EQ(2u, mountinfo_count_at(theirs, SHARED "/m"));
+}
+
 /* ---- refusals: where the target is -------------------------------------- */
 
 /* can_move_mount_beneath(): &mnt_to->mnt == current->fs->root.mnt */
