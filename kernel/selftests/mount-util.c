@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mount-util.h"
@@ -175,6 +177,59 @@ int enter_user_and_mount_ns(void) {
         if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
                 return -errno;
         return 0;
+}
+
+pid_t spawn_mount_ns(int (*setup)(void *userdata), void *userdata) {
+        int ready[2];
+        pid_t pid;
+        char c = 0;
+
+        if (pipe2(ready, O_CLOEXEC) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                int r = -errno;
+
+                close(ready[0]);
+                close(ready[1]);
+                return r;
+        }
+        if (pid == 0) {
+                close(ready[0]);
+                if (unshare(CLONE_NEWNS) < 0)
+                        _exit(1);
+                if (setup && setup(userdata) < 0)
+                        _exit(2);
+                if (write(ready[1], "r", 1) != 1)
+                        _exit(3);
+                for (;;)
+                        pause();
+        }
+        close(ready[1]);
+        if (read(ready[0], &c, 1) != 1 || c != 'r') {
+                close(ready[0]);
+                kill_child(pid);
+                return -ECHILD;
+        }
+        close(ready[0]);
+        return pid;
+}
+
+int wait_child(pid_t pid) {
+        int status;
+
+        if (waitpid(pid, &status, 0) < 0)
+                return -errno;
+        if (WIFEXITED(status))
+                return WEXITSTATUS(status);
+        return 128 + WTERMSIG(status);
+}
+
+void kill_child(pid_t pid) {
+        if (pid <= 0)
+                return;
+        (void) kill(pid, SIGKILL);
+        (void) wait_child(pid);
 }
 
 char *mountinfo_read(pid_t pid) {

@@ -23,6 +23,11 @@
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
 
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 /* Write @content to @path (relative to @dir_fd), creating or truncating it. */
 int write_file_at(int dir_fd, const char *path, const char *content);
 
@@ -67,6 +72,21 @@ int enter_private_mount_ns(void);
  * our own). Mounts inherited this way are MNT_LOCKED.
  */
 int enter_user_and_mount_ns(void);
+
+/*
+ * Fork a process that enters a new mount namespace (copied from ours: shared
+ * mounts get peers there), runs @setup(@userdata) in it unless NULL (a
+ * negative return makes it exit), and then sleeps until killed. Returns its
+ * pid once @setup is done, or -errno. Reach its view through
+ * /proc/PID/root and /proc/PID/mountinfo.
+ */
+pid_t spawn_mount_ns(int (*setup)(void *userdata), void *userdata);
+
+/* Wait for @pid: its exit status, 128 + the signal that killed it, or -errno. */
+int wait_child(pid_t pid);
+
+/* SIGKILL and reap @pid, if > 0. */
+void kill_child(pid_t pid);
 
 /* /proc/self/mountinfo (pid 0) or /proc/PID/mountinfo, as one string. */
 char *mountinfo_read(pid_t pid);

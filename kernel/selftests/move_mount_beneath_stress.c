@@ -129,12 +129,14 @@ static double now(void) {
 
 /*
  * Drop the top of the stack at @path (or, when nothing is there because a
- * mover took the stack away, at @other). Not lazily: a lazy umount of the
- * top also takes whatever another worker mounted on it after our lookup, and
- * the stacks would drain. A plain umount refuses that with EBUSY; retry.
+ * mover took the stack away, at @other). Not lazily at first: a lazy umount
+ * of the top also takes whatever another worker mounted on it after our
+ * lookup, and the stacks would drain. A plain umount refuses that with
+ * EBUSY (also while a copy in the slave namespace is covered by a mount of
+ * its own); retry a while, then detach lazily so the stacks stay shallow.
  */
 static void umount_top(struct worker_stats *w, const char *path, const char *other) {
-        for (unsigned i = 0; i < 1000; i++) {
+        for (unsigned i = 0; i < 100; i++) {
                 int r = umount2(path, UMOUNT_NOFOLLOW) < 0 ? -errno : 0;
 
                 count(w, OP_UMOUNT, r);
@@ -147,6 +149,7 @@ static void umount_top(struct worker_stats *w, const char *path, const char *oth
                         return;
                 sched_yield();
         }
+        count(w, OP_UMOUNT, umount2(path, UMOUNT_NOFOLLOW | MNT_DETACH) < 0 ? -errno : 0);
 }
 
 /*
@@ -273,38 +276,8 @@ static bool worker_enabled(const char *name) {
         return false;
 }
 
-/*
- * A process in a new mount namespace (peer copies of our shared mounts, or
- * slaves with @slave) that runs until killed. Its workers are forked from it.
- */
-static pid_t spawn_namespace(bool slave) {
-        int ready[2];
-        pid_t pid;
-        char c;
-
-        if (pipe2(ready, O_CLOEXEC) < 0)
-                return -errno;
-        pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                close(ready[0]);
-                if (unshare(CLONE_NEWNS) < 0)
-                        _exit(1);
-                if (slave && set_propagation(SHARED, MS_REC | MS_SLAVE) < 0)
-                        _exit(2);
-                if (write(ready[1], "r", 1) != 1)
-                        _exit(3);
-                for (;;)
-                        pause();
-        }
-        close(ready[1]);
-        if (read(ready[0], &c, 1) != 1) {
-                close(ready[0]);
-                return -ECHILD;
-        }
-        close(ready[0]);
-        return pid;
+static int make_shared_slave(void *userdata) {
+        return set_propagation(SHARED, MS_REC | MS_SLAVE);
 }
 
 /* Fork a worker; in namespace @ns_pid's mount namespace unless 0. */
@@ -415,6 +388,31 @@ static void print_stats(const struct shared_stats *st, double seconds) {
                        per_op[OP_READ], seconds);
 }
 
+/* The mount tables of the three namespaces: ours, the peer's, the slave's. */
+enum { NS_OURS, NS_PEER, NS_SLAVE, _NS_MAX };
+static const char *const ns_names[_NS_MAX] = { "our", "the peer", "the slave" };
+
+struct tables {
+        char *mountinfo[_NS_MAX];
+};
+
+static void tables_free(struct tables *t) {
+        for (unsigned i = 0; i < _NS_MAX; i++)
+                t->mountinfo[i] = mfree(t->mountinfo[i]);
+}
+
+/* Read all three; false (with errno) if one cannot be read. */
+static bool tables_read(struct tables *t, pid_t peer, pid_t slave) {
+        const pid_t pids[_NS_MAX] = { 0, peer, slave };
+
+        for (unsigned i = 0; i < _NS_MAX; i++) {
+                t->mountinfo[i] = mountinfo_read(pids[i]);
+                if (!t->mountinfo[i])
+                        return false;
+        }
+        return true;
+}
+
 FIXTURE(stress) {
         struct shared_stats *stats;
         pid_t peer, slave;
@@ -440,16 +438,12 @@ FIXTURE_SETUP(stress) {
 }
 
 FIXTURE_TEARDOWN(stress) {
-        if (self->peer > 0)
-                kill(self->peer, SIGKILL);
-        if (self->slave > 0)
-                kill(self->slave, SIGKILL);
-        while (wait(NULL) > 0)
-                ;
+        kill_child(self->peer);
+        kill_child(self->slave);
 }
 
 TEST_F_TIMEOUT(stress, beneath_race, 3600) {
-        _cleanup_free_ char *ours0 = NULL, *peer0 = NULL, *slave0 = NULL;
+        _cleanup_(tables_free) struct tables before = {}, after = {};
         pid_t pids[MAX_WORKERS];
         unsigned long taint0;
         int seconds = DEFAULT_SECONDS, debug_locks0, n;
@@ -461,17 +455,12 @@ TEST_F_TIMEOUT(stress, beneath_race, 3600) {
                 seconds = atoi(env);
         ASSERT_LT(0, seconds) TH_LOG("bad TUCK_STRESS_SECONDS '%s'", env);
 
-        /* The tables every namespace must return to. */
-        ours0 = mountinfo_read(0);
-        ASSERT_NE(NULL, ours0);
-        self->peer = spawn_namespace(false);
+        /* A peer and a slave namespace, and the tables every namespace must return to. */
+        self->peer = spawn_mount_ns(NULL, NULL);
         ASSERT_LT(0, self->peer);
-        self->slave = spawn_namespace(true);
+        self->slave = spawn_mount_ns(make_shared_slave, NULL);
         ASSERT_LT(0, self->slave);
-        peer0 = mountinfo_read(self->peer);
-        slave0 = mountinfo_read(self->slave);
-        ASSERT_NE(NULL, peer0);
-        ASSERT_NE(NULL, slave0);
+        ASSERT_TRUE(tables_read(&before, self->peer, self->slave));
 
         /* The initial stacks; the one on SHARED propagates to both namespaces. */
         ASSERT_EQ(0, tmpfs_mount_at(SHARED "/s", "shared-top"));
@@ -522,22 +511,18 @@ TEST_F_TIMEOUT(stress, beneath_race, 3600) {
         }
 
         /* Consistency: every mount's parent exists, in all three namespaces. */
-        {
-                _cleanup_free_ char *ours = mountinfo_read(0);
-                _cleanup_free_ char *peer = mountinfo_read(self->peer);
-                _cleanup_free_ char *slave = mountinfo_read(self->slave);
-
-                ASSERT_NE(NULL, ours);
-                ASSERT_NE(NULL, peer);
-                ASSERT_NE(NULL, slave);
-                ksft_print_msg("stress: stack depth after the run: shared %u (peer %u, slave %u), private %u + %u\n",
-                               mountinfo_count_at(ours, SHARED "/s"), mountinfo_count_at(peer, SHARED "/s"),
-                               mountinfo_count_at(slave, SHARED "/s"), mountinfo_count_at(ours, PRIV "/s"),
-                               mountinfo_count_at(ours, PRIV "/t"));
-                EXPECT_EQ(0, mountinfo_orphans(ours, stderr));
-                EXPECT_EQ(0, mountinfo_orphans(peer, stderr));
-                EXPECT_EQ(0, mountinfo_orphans(slave, stderr));
+        ASSERT_TRUE(tables_read(&after, self->peer, self->slave));
+        ksft_print_msg("stress: stack depth after the run: shared %u (peer %u, slave %u), private %u + %u\n",
+                       mountinfo_count_at(after.mountinfo[NS_OURS], SHARED "/s"),
+                       mountinfo_count_at(after.mountinfo[NS_PEER], SHARED "/s"),
+                       mountinfo_count_at(after.mountinfo[NS_SLAVE], SHARED "/s"),
+                       mountinfo_count_at(after.mountinfo[NS_OURS], PRIV "/s"),
+                       mountinfo_count_at(after.mountinfo[NS_OURS], PRIV "/t"));
+        for (unsigned i = 0; i < _NS_MAX; i++) {
+                EXPECT_EQ(0, mountinfo_orphans(after.mountinfo[i], stderr))
+                        TH_LOG("%s namespace has mounts whose parent is gone", ns_names[i]);
         }
+        tables_free(&after);
 
         /* The stacks unwind cleanly: plain umount (not lazy), nothing busy. */
         n = unwind(SHARED "/s");
@@ -551,23 +536,12 @@ TEST_F_TIMEOUT(stress, beneath_race, 3600) {
         EXPECT_LE(0, n) TH_LOG("unwinding " SHARED "/s in the slave namespace: %s", errno_name(n));
 
         /* No leaked mounts: every namespace is back to its table from before. */
-        {
-                _cleanup_free_ char *ours = mountinfo_read(0);
-                _cleanup_free_ char *peer = mountinfo_read(self->peer);
-                _cleanup_free_ char *slave = mountinfo_read(self->slave);
-
-                ASSERT_NE(NULL, ours);
-                ASSERT_NE(NULL, peer);
-                ASSERT_NE(NULL, slave);
-                if (!streq(ours0, ours))
-                        mountinfo_print_diff(stderr, ours0, ours);
-                EXPECT_STREQ(ours0, ours) TH_LOG("our namespace leaked mounts");
-                if (!streq(peer0, peer))
-                        mountinfo_print_diff(stderr, peer0, peer);
-                EXPECT_STREQ(peer0, peer) TH_LOG("the peer namespace leaked mounts");
-                if (!streq(slave0, slave))
-                        mountinfo_print_diff(stderr, slave0, slave);
-                EXPECT_STREQ(slave0, slave) TH_LOG("the slave namespace leaked mounts");
+        ASSERT_TRUE(tables_read(&after, self->peer, self->slave));
+        for (unsigned i = 0; i < _NS_MAX; i++) {
+                if (!streq(before.mountinfo[i], after.mountinfo[i]))
+                        mountinfo_print_diff(stderr, before.mountinfo[i], after.mountinfo[i]);
+                EXPECT_STREQ(before.mountinfo[i], after.mountinfo[i])
+                        TH_LOG("%s namespace leaked mounts", ns_names[i]);
         }
 
         EXPECT_EQ(taint0, read_ulong_file("/proc/sys/kernel/tainted"))

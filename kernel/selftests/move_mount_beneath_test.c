@@ -84,52 +84,8 @@
                 ASSERT_STREQ((expected), _m) TH_LOG("wrong mount visible at %s", (dir)); \
         } while (0)
 
-/* Wait for @pid; its exit status, or 128 + signal. */
-static int wait_child(pid_t pid) {
-        int status;
-
-        if (waitpid(pid, &status, 0) < 0)
-                return -errno;
-        if (WIFEXITED(status))
-                return WEXITSTATUS(status);
-        return 128 + WTERMSIG(status);
-}
-
-/*
- * A process in a new mount namespace copied from ours, slave of it if
- * @slave, that lives until @self->ns_child is killed. Shared mounts of ours
- * have peers (or, with @slave, slaves) there.
- */
-static pid_t spawn_namespace(bool slave, const char *slave_path) {
-        int ready[2];
-        pid_t pid;
-        char c = 0;
-
-        if (pipe2(ready, O_CLOEXEC) < 0)
-                return -errno;
-        pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                close(ready[0]);
-                if (unshare(CLONE_NEWNS) < 0)
-                        _exit(1);
-                if (slave && set_propagation(slave_path, MS_REC | MS_SLAVE) < 0)
-                        _exit(2);
-                if (write(ready[1], "r", 1) != 1)
-                        _exit(3);
-                for (;;)
-                        pause();
-        }
-        close(ready[1]);
-        if (read(ready[0], &c, 1) != 1 || c != 'r') {
-                close(ready[0]);
-                kill(pid, SIGKILL);
-                (void) wait_child(pid);
-                return -ECHILD;
-        }
-        close(ready[0]);
-        return pid;
+static int make_shared_slave(void *userdata) {
+        return set_propagation(SHARED, MS_REC | MS_SLAVE);
 }
 
 /*
@@ -176,10 +132,7 @@ FIXTURE_SETUP(beneath) {
 }
 
 FIXTURE_TEARDOWN(beneath) {
-        if (self->ns_child > 0) {
-                kill(self->ns_child, SIGKILL);
-                (void) wait_child(self->ns_child);
-        }
+        kill_child(self->ns_child);
         /* The namespace dies with this process; unmount anyway, and see it work. */
         EXPECT_EQ(0, umount2(BASE, MNT_DETACH));
 }
@@ -187,66 +140,59 @@ FIXTURE_TEARDOWN(beneath) {
 /* ---- success ------------------------------------------------------------ */
 
 /*
- * LTP move_mount03: a clone (open_tree OPEN_TREE_CLONE) goes beneath the top
- * mount, stays hidden, and shows once the top is unmounted.
+ * Put the detached mount @fd beneath the top at TARGET: the top stays
+ * visible until unmounted, then the new mount (marker @revealed) shows.
  */
-TEST_F(beneath, open_tree_clone_beneath_revealed_on_umount) {
-        _cleanup_close_ int fd = -EBADF;
+static void check_beneath_then_reveal(struct __test_metadata *_metadata, int fd, const char *revealed) {
         int r;
-
-        ASSERT_EQ(0, tmpfs_mount_at(BASE "/a", "a"));
-        fd = open_tree(AT_FDCWD, BASE "/a", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-        ASSERT_LE(0, fd);
 
         r = move_beneath(fd, "", AT_FDCWD, TARGET, 0);
         OUTCOME(r);
         ASSERT_EQ(0, r);
         ASSERT_MARKER(TARGET, "top");
-        ASSERT_MARKER(BASE "/a", "a");
 
-        fd = safe_close(fd);
+        /* The fd pins the mount: an unmount of it would be EBUSY. */
+        safe_close(fd);
         ASSERT_EQ(0, umount2(TARGET, 0));
-        ASSERT_MARKER(TARGET, "a");
+        ASSERT_MARKER(TARGET, revealed);
+}
+
+/*
+ * LTP move_mount03: a clone (open_tree OPEN_TREE_CLONE) goes beneath the top
+ * mount, stays hidden, and shows once the top is unmounted; the original
+ * stays where it was.
+ */
+TEST_F(beneath, open_tree_clone_beneath_revealed_on_umount) {
+        int fd;
+
+        ASSERT_EQ(0, tmpfs_mount_at(BASE "/a", "a"));
+        fd = open_tree(AT_FDCWD, BASE "/a", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        ASSERT_LE(0, fd);
+
+        check_beneath_then_reveal(_metadata, fd, "a");
+        ASSERT_MARKER(BASE "/a", "a");
         ASSERT_EQ(0, umount2(TARGET, 0));
         ASSERT_MARKER(TARGET, "<no marker: ENOENT>");
 }
 
 /* A new filesystem (fsopen/fsmount) beneath, revealed on unmount. */
 TEST_F(beneath, fsmount_beneath_revealed_on_umount) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
+        int fd = tmpfs_detached("new");
 
-        fd = tmpfs_detached("new");
         ASSERT_LE(0, fd);
-
-        r = move_beneath(fd, "", AT_FDCWD, TARGET, 0);
-        OUTCOME(r);
-        ASSERT_EQ(0, r);
-        ASSERT_MARKER(TARGET, "top");
-
-        fd = safe_close(fd);
-        ASSERT_EQ(0, umount2(TARGET, 0));
-        ASSERT_MARKER(TARGET, "new");
+        check_beneath_then_reveal(_metadata, fd, "new");
 }
 
 /* A whole detached tree (OPEN_TREE_CLONE | AT_RECURSIVE) goes beneath. */
 TEST_F(beneath, recursive_tree_beneath) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
+        int fd;
 
         ASSERT_EQ(0, tmpfs_mount_at(BASE "/tree", "tree"));
         ASSERT_EQ(0, tmpfs_mount_at(BASE "/tree/sub", "sub"));
         fd = open_tree(AT_FDCWD, BASE "/tree", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
         ASSERT_LE(0, fd);
 
-        r = move_beneath(fd, "", AT_FDCWD, TARGET, 0);
-        OUTCOME(r);
-        ASSERT_EQ(0, r);
-        ASSERT_MARKER(TARGET, "top");
-
-        fd = safe_close(fd);
-        ASSERT_EQ(0, umount2(TARGET, 0));
-        ASSERT_MARKER(TARGET, "tree");
+        check_beneath_then_reveal(_metadata, fd, "tree");
         ASSERT_MARKER(TARGET "/sub", "sub");
 }
 
@@ -337,7 +283,7 @@ static void check_propagation_beneath(struct __test_metadata *_metadata,
         ASSERT_EQ(0, set_propagation(SHARED, MS_SHARED));
         ASSERT_EQ(0, tmpfs_mount_at(SHARED "/m", "top"));
 
-        self->ns_child = spawn_namespace(slave, SHARED);
+        self->ns_child = spawn_mount_ns(slave ? make_shared_slave : NULL, NULL);
         ASSERT_LT(0, self->ns_child);
         snprintf(view, sizeof(view), "/proc/%d/root" SHARED "/m", (int) self->ns_child);
         ASSERT_MARKER(view, "top");
@@ -382,37 +328,31 @@ TEST_F(beneath, propagates_to_peer_namespace) {
  * there: umount propagation reparents their bind, which still shows the old
  * top's content. tuck must find and heal such namespaces itself.
  */
+static int make_slave_with_own_overmount(void *userdata) {
+        int r = make_shared_slave(userdata);
+
+        if (r < 0)
+                return r;
+        /* Their own read-only bind on top, as a sandboxed service has. */
+        if (mount(SHARED "/m", SHARED "/m", NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, SHARED "/m", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
 TEST_F(beneath, slave_own_overmount_keeps_old_top) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *theirs = NULL;
         char view[PATH_MAX];
         pid_t pid;
-        int ready[2], r;
-        char c;
+        int r;
 
         ASSERT_EQ(0, tmpfs_mount_at(SHARED, "parent"));
         ASSERT_EQ(0, set_propagation(SHARED, MS_SHARED));
         ASSERT_EQ(0, tmpfs_mount_at(SHARED "/m", "top"));
 
-        ASSERT_EQ(0, pipe2(ready, O_CLOEXEC));
-        pid = fork();
-        ASSERT_LE(0, pid);
-        if (pid == 0) {
-                if (unshare(CLONE_NEWNS) < 0 || set_propagation(SHARED, MS_REC | MS_SLAVE) < 0)
-                        _exit(1);
-                /* Their own read-only bind on top, as a sandboxed service has. */
-                if (mount(SHARED "/m", SHARED "/m", NULL, MS_BIND, NULL) < 0 ||
-                    mount(NULL, SHARED "/m", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0)
-                        _exit(2);
-                if (write(ready[1], "r", 1) != 1)
-                        _exit(3);
-                for (;;)
-                        pause();
-        }
-        self->ns_child = pid;
-        close(ready[1]);
-        ASSERT_EQ(1, read(ready[0], &c, 1));
-        close(ready[0]);
+        pid = self->ns_child = spawn_mount_ns(make_slave_with_own_overmount, NULL);
+        ASSERT_LT(0, pid);
         snprintf(view, sizeof(view), "/proc/%d/root" SHARED "/m", (int) pid);
 
         fd = tmpfs_detached("new");
@@ -535,29 +475,20 @@ TEST_F(beneath, target_not_mount_root) {
  * do_move_mount(): !check_mnt(p). The target, reached through
  * /proc/PID/root, is a mount of another namespace.
  */
+static int make_foreign_mount(void *userdata) {
+        int r = set_propagation("/", MS_REC | MS_PRIVATE);
+
+        return r < 0 ? r : tmpfs_mount_at(BASE "/foreign", "foreign");
+}
+
 TEST_F(beneath, target_not_in_caller_namespace) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *theirs_before = NULL, *theirs_after = NULL;
         char foreign[PATH_MAX];
-        int ready[2];
         pid_t pid;
-        char c;
 
-        ASSERT_EQ(0, pipe2(ready, O_CLOEXEC));
-        pid = fork();
-        ASSERT_LE(0, pid);
-        if (pid == 0) {
-                if (enter_private_mount_ns() < 0 || tmpfs_mount_at(BASE "/foreign", "foreign") < 0)
-                        _exit(1);
-                if (write(ready[1], "r", 1) != 1)
-                        _exit(2);
-                for (;;)
-                        pause();
-        }
-        self->ns_child = pid;
-        close(ready[1]);
-        ASSERT_EQ(1, read(ready[0], &c, 1));
-        close(ready[0]);
+        pid = self->ns_child = spawn_mount_ns(make_foreign_mount, NULL);
+        ASSERT_LT(0, pid);
 
         snprintf(foreign, sizeof(foreign), "/proc/%d/root" BASE "/foreign", (int) pid);
         ASSERT_MARKER(foreign, "foreign");
