@@ -814,7 +814,7 @@ static int run_collect(Run *run) {
 
         for (size_t i = 0; i < run->table.n_images; i++)
                 run->table.images[i].used = false;
-        for (size_t i = 0; i < run->c->n_hierarchies; i++) {
+        for (size_t i = 0; run->generations && i < run->c->n_hierarchies; i++) {
                 const Generation *g = &run->generations[i];
 
                 for (size_t k = 0; g->merged && k < g->n_layers; k++) {

@@ -19,6 +19,7 @@
 #include "status.h"
 #include "swap.h"
 #include "tuck.h"
+#include "tuckctl-bus.h"
 #include "util.h"
 
 /* Exit codes, documented in tuckctl(8). */
@@ -291,6 +292,14 @@ int main(int argc, char *argv[]) {
         if (argc - optind != 1) {
                 log_error("'%s' takes no arguments.", verb);
                 return EXIT_USAGE;
+        }
+
+        /* While tuckd runs for this root, the mutating verbs go through it (tuckctl-bus.c). */
+        bool handled;
+        r = tuckctl_bus_try(verb, arg_root, &arg_options, arg_json, arg_quiet, &handled);
+        if (handled) {
+                strv_free(arg_options.remove);
+                return exit_status(r);
         }
 
         r = tuck_context_new(arg_root, arg_config, &c, &error);
