@@ -8,6 +8,7 @@
 
 #include "context.h"
 #include "log.h"
+#include "staging.h"
 #include "swap.h"
 #include "util.h"
 
@@ -174,4 +175,20 @@ int tuck_beneath_supported(TuckContext *c) {
 
 int tuck_generation(TuckContext *c, const TuckHierarchy *h, Generation *ret) {
         return generation_load(c->run_dir, h->path, ret);
+}
+
+int tuck_staging_mounts(TuckContext *c) {
+        _cleanup_free_ char *pin = path_join(c->run_dir, "staging.mnt");
+        Staging s = STAGING_INIT;
+        int r;
+
+        if (!pin)
+                return -ENOMEM;
+        if (access(pin, F_OK) < 0)
+                return -ENOENT;
+        r = staging_open(c->run_dir, &s);
+        if (r >= 0)
+                r = staging_count_mounts(&s);
+        staging_close(&s);
+        return r;
 }

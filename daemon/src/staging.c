@@ -53,30 +53,56 @@ static int open_pinned(const char *pin) {
         return TAKE_FD(fd);
 }
 
-/* In the child: a fresh namespace whose root is a small private tmpfs. */
-static int staging_child_setup(const char *run_dir) {
+/* In the child: a fresh namespace whose root is a small private tmpfs. Returns the failed step. */
+static const char *staging_child_setup(const char *run_dir) {
         if (unshare(CLONE_NEWNS) < 0)
-                return -errno;
+                return "unshare";
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-                return -errno;
+                return "make-private";
         if (mount("tuck-staging", run_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700,size=1m") < 0)
-                return -errno;
+                return "tmpfs";
         if (chdir(run_dir) < 0)
-                return -errno;
+                return "chdir";
         /* pivot_root(".", ".") stacks the old root under the new one; detach it. */
         if (syscall(SYS_pivot_root, ".", ".") < 0)
-                return -errno;
+                return "pivot_root";
         if (umount2(".", MNT_DETACH) < 0)
-                return -errno;
+                return "umount-old-root";
         if (chdir("/") < 0)
-                return -errno;
+                return "chdir-root";
         for (size_t i = 0; i < ELEMENTSOF(staging_dirs); i++)
                 if (mkdir(staging_dirs[i], 0700) < 0)
-                        return -errno;
-        return 0;
+                        return "mkdir";
+        return NULL;
 }
 
+static int staging_create_on(const char *run_dir, const char *pin, int cpu);
+
+/*
+ * The pin is a bind mount of the new namespace's nsfs file into ours, which
+ * the kernel allows only for a namespace with a higher ID than ours
+ * (mnt_ns_loop(): no reference loops). IDs come from per-CPU batches
+ * (gen_cookie_next()), so a namespace created now on another CPU may carry a
+ * lower ID than one created earlier: -EINVAL. The CPU that created our
+ * namespace only hands out higher IDs, so trying each CPU in turn succeeds.
+ * (A real host's namespace is the boot-time one: the first try works.)
+ */
 static int staging_create(const char *run_dir, const char *pin) {
+        cpu_set_t cpus;
+        int r;
+
+        r = staging_create_on(run_dir, pin, -1);
+        if (r != -EINVAL || sched_getaffinity(0, sizeof(cpus), &cpus) < 0)
+                return r;
+        for (int cpu = 0; cpu < CPU_SETSIZE && r == -EINVAL; cpu++)
+                if (CPU_ISSET(cpu, &cpus)) {
+                        log_debug("Retrying the staging namespace on CPU %d.", cpu);
+                        r = staging_create_on(run_dir, pin, cpu);
+                }
+        return r;
+}
+
+static int staging_create_on(const char *run_dir, const char *pin, int cpu) {
         _cleanup_close_ int fd = -EBADF, nsfd = -EBADF;
         int ready[2] = { -EBADF, -EBADF }, done[2] = { -EBADF, -EBADF };
         char byte = 0, ns_path[64], fd_path[64];
@@ -97,16 +123,36 @@ static int staging_create(const char *run_dir, const char *pin) {
                 goto out;
         }
         if (pid == 0) {
-                int8_t result = (int8_t) -staging_child_setup(run_dir);
+                const char *step;
 
-                (void) !write(ready[1], &result, 1);
+                if (cpu >= 0) {
+                        cpu_set_t one;
+
+                        CPU_ZERO(&one);
+                        CPU_SET(cpu, &one);
+                        (void) sched_setaffinity(0, sizeof(one), &one);
+                }
+                step = staging_child_setup(run_dir);
+                char result[64] = {};
+
+                if (step)
+                        snprintf(result, sizeof(result), "%c%s", (char) errno, step);
+                (void) !write(ready[1], result, step ? strlen(result + 1) + 1 : 1);
                 (void) !read(done[0], &byte, 1);   /* live until the parent has pinned us */
-                _exit(result ? EXIT_FAILURE : EXIT_SUCCESS);
+                _exit(step ? EXIT_FAILURE : EXIT_SUCCESS);
         }
 
         safe_close(ready[1]), ready[1] = -EBADF;
-        if (read(ready[0], &byte, 1) != 1)
-                byte = EIO;
+        {
+                char result[64] = {};
+
+                if (read(ready[0], result, sizeof(result) - 1) < 1)
+                        result[0] = EIO;
+                byte = result[0];
+                if (byte)
+                        log_debug("Setting up the staging namespace failed at %s: %s", result + 1,
+                                  strerror((unsigned char) byte));
+        }
         if (byte == 0) {
                 snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/mnt", (int) pid);
                 nsfd = open(ns_path, O_RDONLY | O_CLOEXEC);
@@ -115,8 +161,10 @@ static int staging_create(const char *run_dir, const char *pin) {
         }
         if (byte == 0) {
                 snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", nsfd);
-                if (mount(fd_path, pin, NULL, MS_BIND, NULL) < 0)
+                if (mount(fd_path, pin, NULL, MS_BIND, NULL) < 0) {
                         byte = (char) errno;
+                        log_debug_errno(errno, "Failed to pin the staging namespace at '%s': %m", pin);
+                }
         }
         (void) !write(done[1], "x", 1);
         (void) waitpid(pid, &status, 0);
@@ -232,6 +280,35 @@ int staging_open_path(Staging *s, const char *rel) {
         if (!s->inside)
                 return -EINVAL;
         return RET_NERRNO(open(rel, O_PATH | O_DIRECTORY | O_CLOEXEC));
+}
+
+int staging_count_mounts(Staging *s) {
+        _cleanup_close_ int proc = -EBADF;
+        FILE *f;
+        char line[4096];
+        int n = 0, fd, r;
+
+        /* No /proc in there: open it here, and mountinfo once inside (it binds to the namespace at open). */
+        proc = open("/proc/thread-self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (proc < 0)
+                return -errno;
+        r = staging_enter(s);
+        if (r < 0)
+                return r;
+        fd = openat(proc, "mountinfo", O_RDONLY | O_CLOEXEC);
+        r = fd < 0 ? -errno : 0;
+        (void) staging_leave(s);
+        if (r < 0)
+                return r;
+        f = fdopen(fd, "re");
+        if (!f) {
+                safe_close(fd);
+                return -errno;
+        }
+        while (fgets(line, sizeof(line), f))
+                n++;
+        fclose(f);
+        return n;
 }
 
 int staging_destroy(const char *run_dir) {

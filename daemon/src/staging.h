@@ -47,6 +47,9 @@ int staging_detach(Staging *s, const char *rel);
 /* Inside: an O_PATH fd for rel, usable after leaving. */
 int staging_open_path(Staging *s, const char *rel);
 
+/* The number of mounts in the staging namespace (for status and leak checks). */
+int staging_count_mounts(Staging *s);
+
 /* Unpins the staging namespace (its mounts go once nothing else holds them). */
 int staging_destroy(const char *run_dir);
 

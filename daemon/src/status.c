@@ -124,6 +124,7 @@ int tuck_status(TuckContext *c, Status **ret) {
                 return -ENOMEM;
         }
         s->beneath = tuck_beneath_supported(c);
+        s->staging_mounts = tuck_staging_mounts(c);
 
         for (size_t i = 0; i < c->n_hierarchies; i++) {
                 HierarchyStatus *h = &s->hierarchies[s->n_hierarchies++];
@@ -170,6 +171,8 @@ static void print_view(const NamespaceView *v, FILE *f) {
 void status_print(const Status *s, FILE *f) {
         fprintf(f, "MOVE_MOUNT_BENEATH: %s\n", s->beneath > 0 ? "supported" : s->beneath == 0 ?
                 "NOT supported (refresh refused unless --allow-window)" : "unknown (probe failed)");
+        if (s->staging_mounts >= 0)
+                fprintf(f, "Staging namespace: %d mounts\n", s->staging_mounts);
         for (size_t i = 0; i < s->n_hierarchies; i++) {
                 const HierarchyStatus *h = &s->hierarchies[i];
                 const Generation *g = &h->generation;
@@ -203,6 +206,7 @@ json_object *status_to_json(const Status *s) {
         json_object *o = json_object_new_object(), *a = json_object_new_array();
 
         json_object_object_add(o, "move_mount_beneath", s->beneath >= 0 ? json_object_new_boolean(s->beneath) : NULL);
+        json_object_object_add(o, "staging_mounts", s->staging_mounts >= 0 ? json_object_new_int(s->staging_mounts) : NULL);
         for (size_t i = 0; i < s->n_hierarchies; i++) {
                 const HierarchyStatus *h = &s->hierarchies[i];
                 json_object *x = generation_to_json(&h->generation), *views = json_object_new_array();

@@ -41,6 +41,7 @@ typedef struct Status {
         HierarchyStatus *hierarchies;
         size_t n_hierarchies;
         int beneath;                 /* MOVE_MOUNT_BENEATH: 1 yes, 0 no, <0 unknown */
+        int staging_mounts;          /* mounts in the staging namespace, <0 if there is none */
 } Status;
 
 int tuck_status(TuckContext *c, Status **ret);

@@ -91,6 +91,9 @@ void tuck_unlock(TuckContext *c);
 /* Does the kernel have MOVE_MOUNT_BENEATH? (probed once per process) */
 int tuck_beneath_supported(TuckContext *c);
 
+/* Mounts in the staging namespace (-ENOENT: none exists yet). Does not create it. */
+int tuck_staging_mounts(TuckContext *c);
+
 /*
  * After a crash: unmount staged overlays left half-assembled and images no
  * generation uses. Takes the lock.

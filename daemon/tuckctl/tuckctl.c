@@ -184,6 +184,21 @@ static int exit_status(int r) {
         }
 }
 
+/* One exit status for a report: the lock, a missing feature and policy have their own. */
+static int operation_status(const Report *report, int r) {
+        bool feature = false, policy = false;
+
+        if (r >= 0)
+                return EXIT_OK;
+        if (report->error == -EBUSY)
+                return EXIT_BUSY;
+        for (size_t i = 0; i < report->n_hierarchies; i++) {
+                feature = feature || report->hierarchies[i].error == -EOPNOTSUPP;
+                policy = policy || report->hierarchies[i].error == -EPERM;
+        }
+        return feature ? EXIT_NO_FEATURE : policy ? EXIT_REFUSED : EXIT_FAILED;
+}
+
 static int verb_operation(TuckContext *c, const char *verb) {
         Report *report = NULL;
         int r;
@@ -201,12 +216,7 @@ static int verb_operation(TuckContext *c, const char *verb) {
                 (void) print_json(report_to_json(report));
         else if (!arg_quiet || r < 0)
                 report_print(report, r < 0 ? stderr : stdout);
-        if (r < 0 && report->error == -EBUSY)
-                r = -EBUSY;
-        /* The most telling error: policy and missing feature get their own exit codes. */
-        for (size_t i = 0; r < 0 && i < report->n_hierarchies; i++)
-                if (report->hierarchies[i].error == -EOPNOTSUPP || report->hierarchies[i].error == -EPERM)
-                        r = report->hierarchies[i].error;
+        r = operation_status(report, r);
         report_free(report);
         return r;
 }
@@ -309,13 +319,13 @@ int main(int argc, char *argv[]) {
         }
 
         if (streq(verb, "status"))
-                r = verb_status(c);
+                r = exit_status(verb_status(c));
         else if (streq(verb, "list"))
-                r = verb_list(c);
+                r = exit_status(verb_list(c));
         else
                 r = verb_operation(c, verb);
 
         tuck_context_free(c);
         strv_free(arg_options.remove);
-        return exit_status(r);
+        return r;
 }

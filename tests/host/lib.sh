@@ -35,7 +35,8 @@ TAP_FAILED=0
 
 cleanup_host() {
         local pid
-        for pid in "${SERVICE_PIDS[@]}"; do
+        # Services, probes, workers: everything this test left in the background.
+        for pid in "${SERVICE_PIDS[@]}" $(jobs -p); do
                 kill "$pid" 2>/dev/null || true
         done
         wait 2>/dev/null || true
@@ -44,7 +45,9 @@ cleanup_host() {
                 umount -R -l "$ROOT" 2>/dev/null || true
                 rmdir "$ROOT" 2>/dev/null || true
         fi
-        [[ -n $IMAGES ]] && rm -rf "$IMAGES"
+        if [[ -n $IMAGES ]]; then
+                rm -rf "$IMAGES"
+        fi
 }
 trap cleanup_host EXIT
 
@@ -81,16 +84,16 @@ mkimg() {
 # (a new inode: an image that is mounted must never change under its loop device).
 install_img() {
         local dir=${3:-run/extensions}
-        cp "$1" "$ROOT/$dir/.$2.raw.new"
-        mv -f "$ROOT/$dir/.$2.raw.new" "$ROOT/$dir/$2.raw"
+        cp "$1" "$ROOT/$dir/.$2.raw.$BASHPID"
+        mv -f "$ROOT/$dir/.$2.raw.$BASHPID" "$ROOT/$dir/$2.raw"
 }
 
 # link_img PATH NAME [DIR]: point NAME.raw at PATH with an atomic symlink flip
 # (how sysupdate and sysext-bakery stage updates).
 link_img() {
         local dir=${3:-run/extensions}
-        ln -s "$1" "$ROOT/$dir/.$2.raw.new"
-        mv -Tf "$ROOT/$dir/.$2.raw.new" "$ROOT/$dir/$2.raw"
+        ln -s "$1" "$ROOT/$dir/.$2.raw.$BASHPID"
+        mv -Tf "$ROOT/$dir/.$2.raw.$BASHPID" "$ROOT/$dir/$2.raw"
 }
 
 probe_label() {
