@@ -110,7 +110,8 @@ static int run_discover(Run *run) {
                 if (r < 0)
                         return report_set_error(run->report, r, "Failed to look for %s images: %s",
                                                 image_class_to_string(k), strerror(-r));
-                a = realloc(run->images, sizeof(Image *) * (run->n_images + n));
+                /* Never realloc(p, 0): glibc frees p and returns NULL (then freed twice). */
+                a = realloc(run->images, sizeof(Image *) * (run->n_images + n ?: 1));
                 if (!a) {
                         images_free(found, n);
                         return -ENOMEM;

@@ -17,6 +17,7 @@
 #include "manager.h"
 #include "mount-api.h"
 #include "mountinfo.h"
+#include "util.h"
 
 static const char *const engine_verb_past[_ENGINE_VERB_MAX] = {
         [ENGINE_MERGE] = "merged",
@@ -75,8 +76,10 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->bus_retry);
         sd_bus_flush_close_unref(m->bus);
         sd_event_unref(m->event);
-        for (size_t i = 0; i < m->n_hierarchies; i++)
+        for (size_t i = 0; i < m->n_hierarchies; i++) {
                 ns_views_free(m->hierarchies[i].before, m->hierarchies[i].n_before);
+                free(m->hierarchies[i].flags);
+        }
         free(m->hierarchies);
         engine_free(m->engine);
         free(m->root);
@@ -150,6 +153,27 @@ static size_t hierarchy_old_devs(Manager *m, size_t i, dev_t replaced, dev_t *de
 
 #define OLD_DEVS_MAX (2 * STALE_DEVS_MAX + 64 + 1)
 
+/*
+ * Merge what we remember of each namespace's flags into the snapshot (a
+ * namespace loosened while StalePolicy=report keeps its old wish), and
+ * remember the snapshot: namespaces no longer seen are forgotten.
+ */
+static void hierarchy_remember_flags(Hierarchy *h) {
+        NsFlags *n = calloc(h->n_before ?: 1, sizeof *n);
+
+        if (!n)
+                return;
+        for (size_t i = 0; i < h->n_before; i++) {
+                for (size_t k = 0; k < h->n_flags; k++)
+                        if (h->flags[k].ns_ino == h->before[i].ns_ino)
+                                h->before[i].attr |= h->flags[k].attr;
+                n[i] = (NsFlags) { .ns_ino = h->before[i].ns_ino, .attr = h->before[i].attr };
+        }
+        free(h->flags);
+        h->flags = n;
+        h->n_flags = h->n_before;
+}
+
 /* Before a swap: who sees our overlays now, and pin the ones a swap would loosen. */
 static void on_before_swap(const EngineSwap *s, void *userdata) {
         Manager *m = userdata;
@@ -169,6 +193,7 @@ static void on_before_swap(const EngineSwap *s, void *userdata) {
                 log_warning_errno(r, "Failed to scan mount namespaces for '%s': %m", h->path);
                 return;
         }
+        hierarchy_remember_flags(h);
         if (m->config.stale_policy == STALE_POLICY_HEAL && h->n_before > 0) {
                 r = heal_pin_loosenable(h->before, h->n_before, s->attr);
                 if (r > 0)
@@ -232,24 +257,18 @@ static void log_generation(Manager *m, Hierarchy *h, uint64_t old_gen, uint64_t 
         h->logged = true;
 }
 
-/* After a swap: find namespaces that did not follow, apply the policy. */
-static void on_after_swap(const EngineSwap *s, void *userdata) {
-        Manager *m = userdata;
-        Hierarchy *h = m->hierarchies + s->hierarchy;
+/* Find namespaces that do not show @h's current top (open at @fd) or lost
+ * flags, and apply the policy. @before: the snapshot taken before a swap. */
+static void hierarchy_handle_stale(Manager *m, size_t idx, uint64_t generation, dev_t replaced, int fd) {
+        Hierarchy *h = m->hierarchies + idx;
         HealReport *reports = NULL;
         dev_t devs[OLD_DEVS_MAX];
         size_t n = 0, n_devs;
         bool heal = m->config.stale_policy == STALE_POLICY_HEAL;
         int r;
 
-        log_generation(m, h, h->current.generation, s->generation);
-
-        n_devs = hierarchy_old_devs(m, s->hierarchy, s->old_dev, devs, ELEMENTSOF(devs));
-        if (n_devs == 0 || s->fd < 0)
-                return;
-
-        r = heal_after_swap(m->root, h->path, s->fd, devs, n_devs, h->before, h->n_before, heal,
-                            &reports, &n);
+        n_devs = hierarchy_old_devs(m, idx, replaced, devs, ELEMENTSOF(devs));
+        r = heal_after_swap(m->root, h->path, fd, devs, n_devs, h->before, h->n_before, heal, &reports, &n);
         ns_views_free(h->before, h->n_before);
         h->before = NULL;
         h->n_before = 0;
@@ -280,9 +299,51 @@ static void on_after_swap(const EngineSwap *s, void *userdata) {
                         }
                 } else
                         snprintf(outcome, sizeof outcome, "reported");
-                log_namespace(m, h, s->generation, rep, outcome);
+                log_namespace(m, h, generation, rep, outcome);
         }
         heal_reports_free(reports, n);
+}
+
+/* After a swap: log it, then the namespaces that did not follow. */
+static void on_after_swap(const EngineSwap *s, void *userdata) {
+        Manager *m = userdata;
+
+        log_generation(m, m->hierarchies + s->hierarchy, m->hierarchies[s->hierarchy].current.generation,
+                       s->generation);
+        if (s->fd >= 0)
+                hierarchy_handle_stale(m, s->hierarchy, s->generation, s->old_dev, s->fd);
+}
+
+/*
+ * Without a swap: bring every namespace that is behind (or lost flags) onto
+ * the current generation now. At start-up this picks up what a killed tuckd
+ * left stale; on reload what StalePolicy=report left behind.
+ */
+void manager_heal_now(Manager *m, const char *trigger) {
+        for (size_t i = 0; i < m->n_hierarchies; i++) {
+                Hierarchy *h = m->hierarchies + i;
+                _cleanup_close_ int fd = -EBADF;
+                dev_t devs[OLD_DEVS_MAX];
+                size_t n;
+                int r;
+
+                if (h->current.generation == 0)
+                        continue;
+                fd = open(h->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+
+                n = hierarchy_old_devs(m, i, h->current.dev, devs, ELEMENTSOF(devs));
+                ns_views_free(h->before, h->n_before);
+                h->before = NULL;
+                h->n_before = 0;
+                r = heal_snapshot(m->root, h->path, devs, n, &h->before, &h->n_before);
+                if (r < 0)
+                        continue;
+                hierarchy_remember_flags(h);
+                m->running_trigger = trigger;
+                hierarchy_handle_stale(m, i, h->current.generation, 0, fd);
+        }
 }
 
 int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger, char **ret_error) {
@@ -339,6 +400,15 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
 
 static int on_refresh_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
+        _cleanup_free_ char *busy = NULL;
+
+        /* Never activate an image someone is still writing in place. */
+        if (manager_images_busy(m, &busy) > 0) {
+                log_info("'%s' is still open for writing, refreshing when it is closed.", strna(busy));
+                m->burst_start_usec = 0;
+                manager_schedule_refresh(m, "image still being written");
+                return 0;
+        }
 
         m->burst_start_usec = 0;
         (void) manager_run(m, ENGINE_REFRESH, 0, "image directory changed", NULL);
@@ -379,9 +449,11 @@ void manager_schedule_refresh(Manager *m, const char *why) {
 int manager_start(Manager *m) {
         int r;
 
+        /* Best effort: a failure here is logged, and the start-up refresh
+         * below says whether the state is usable. tuckd stays up to report. */
         r = engine_recover(m->engine);
         if (r < 0)
-                return log_error_errno(r, "Failed to recover the state of a previous run: %m");
+                log_error_errno(r, "Failed to recover the state of a previous run: %m");
 
         (void) manager_adopt_generations(m, false);
         for (size_t i = 0; i < m->n_hierarchies; i++)
@@ -390,8 +462,10 @@ int manager_start(Manager *m) {
 
         /* Like systemd-sysext.service at boot: merge what is there, or pick up
          * what changed while we were not running. A refusal is logged and
-         * tuckd keeps running: the next image drop may fix it. */
+         * tuckd keeps running: the next image drop may fix it. Then catch up
+         * with namespaces a killed predecessor left behind. */
         (void) manager_run(m, ENGINE_REFRESH, 0, "startup", NULL);
+        manager_heal_now(m, "startup");
 
         if (m->config.watch) {
                 r = manager_watch_images(m);
@@ -420,5 +494,6 @@ int manager_reload(Manager *m) {
         if (m->config.watch)
                 (void) manager_watch_images(m);
 
+        manager_heal_now(m, "reload");
         return manager_run(m, ENGINE_REFRESH, 0, "reload", NULL);
 }

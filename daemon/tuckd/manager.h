@@ -17,6 +17,12 @@
  * looking for namespaces left on an old generation. */
 #define STALE_DEVS_MAX 16
 
+/* The strictest flags a namespace has been seen with on a hierarchy. */
+typedef struct NsFlags {
+        uint64_t ns_ino;
+        uint64_t attr;
+} NsFlags;
+
 typedef struct Hierarchy {
         const char *path;
         EngineGeneration current;
@@ -24,6 +30,9 @@ typedef struct Hierarchy {
         size_t n_stale_devs;
         bool logged;                    /* this run's change is logged already */
         NsView *before;                 /* snapshot taken before a swap */
+        NsFlags *flags;                 /* per namespace, so a loosening seen under
+                                         * report is still undone by a later heal */
+        size_t n_flags;
         size_t n_before;
 } Hierarchy;
 
@@ -70,9 +79,14 @@ void manager_schedule_refresh(Manager *m, const char *why);
 
 void manager_notify_status(Manager *m);
 
+/* Heal (or report) namespaces behind the current generation, without a swap. */
+void manager_heal_now(Manager *m, const char *trigger);
+
 /* watch.c */
 int manager_watch_images(Manager *m);
 void manager_unwatch_images(Manager *m);
+/* 1 if an image file is open for writing (path in *ret_path), else 0. */
+int manager_images_busy(Manager *m, char **ret_path);
 
 /* bus-manager.c */
 int manager_connect_bus(Manager *m);

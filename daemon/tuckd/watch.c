@@ -9,17 +9,26 @@
  * closes it (IN_CLOSE_WRITE). Every relevant event re-arms the quiet-period
  * timer, so a burst of drops gives one refresh.
  *
+ * And when the quiet period ends while some "*.raw" file is still open for
+ * writing by anyone (a writer that ignored the rule, or one still copying
+ * in place), the refresh waits: a read lease (F_SETLEASE, F_RDLCK) cannot be
+ * taken on a file open for writing, which tells without scanning /proc.
+ *
  * A directory that does not exist yet is covered by watching its nearest
  * existing ancestor for the creation of the next path component; when that
  * happens all watches are rebuilt.
  */
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "macro.h"
@@ -175,4 +184,40 @@ static void rewatch_later(Manager *m) {
                 }
         }
         (void) sd_event_source_set_enabled(m->rewatch, SD_EVENT_ONESHOT);
+}
+
+/* Is @name in @dir_fd a regular file someone has open for writing? */
+static bool file_open_for_writing(int dir_fd, const char *name) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+
+        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return false;
+        if (fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
+                return errno == EAGAIN;         /* a writer has it open */
+        (void) fcntl(fd, F_SETLEASE, F_UNLCK);
+        return false;
+}
+
+int manager_images_busy(Manager *m, char **ret_path) {
+        const char *const *dirs;
+        size_t n = engine_image_dirs(m->engine, &dirs);
+
+        for (size_t i = 0; i < n; i++) {
+                DIR *d = opendir(dirs[i]);
+                struct dirent *de;
+
+                if (!d)
+                        continue;
+                while ((de = readdir(d)))
+                        if (name_is_image(de->d_name, false) && file_open_for_writing(dirfd(d), de->d_name)) {
+                                if (ret_path && asprintf(ret_path, "%s/%s", dirs[i], de->d_name) < 0)
+                                        *ret_path = NULL;
+                                closedir(d);
+                                return 1;
+                        }
+                closedir(d);
+        }
+        return 0;
 }

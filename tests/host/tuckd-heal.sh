@@ -17,7 +17,7 @@ tuck_setup_root
 
 EXT=$ROOT/var/lib/extensions
 H=$ROOT/usr
-M=share/tuck/marker
+M=lib/tuck-probe/generation
 policy() {
         printf '[Daemon]\nWatch=no\nStalePolicy=%s\n' "$1" >"$CONF"
 }
@@ -51,7 +51,8 @@ mkdir -p "$C"
 spawn_ns plain "true"
 spawn_ns full "echo \$\$ >$CG/$UNIT/cgroup.procs && mount --bind $H $H && mount -o remount,bind,ro,nosuid,nodev,noexec $H"
 spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
-spawn_ns container "mount -t tmpfs ctr $C && mount --make-private $C && mkdir -p $C/usr $C/old $C/proc $C/bin $C/lib $C/lib64 \
+spawn_ns container "mount -t tmpfs ctr $C && mount --make-private $C && mkdir -p $C/usr $C/old $C/proc $C/bin $C/lib $C/lib64 && touch $C/tuck-probe \
+        && mount --bind $TUCK_PROBE $C/tuck-probe \
         && for d in bin lib lib64; do mount --rbind /usr/\$d $C/\$d; done \
         && mount --rbind $H $C/usr && mount -o remount,bind,ro,nodev $C/usr \
         && cd $C && pivot_root . old && mount -t proc proc /proc && umount -l /old"
@@ -97,19 +98,19 @@ policy heal
 kill -HUP "$TUCKD_PID"
 sleep 0.5
 check "StalePolicy is heal after SIGHUP" test "$(prop StalePolicy)" = 's "heal"'
+# The reload heals what report left behind, without waiting for a swap.
+check "reload healed the full service: $(view full)" test "$(view full)" = v2
+check "reload healed the container: $(view container)" test "$(view container)" = v2
+check "reload restored strict's flags: $(flags strict)" test "$(flags strict)" = $strict_flags
+check "full kept its flags through it: $(flags full)" test "$(flags full)" = $full_flags
 
-declare -A reader
 for n in plain full strict container; do
         pid=NS_PID_$n
-        reader[$n]=$LOGS/reader-$n
-        nsenter -t "${!pid}" -m -r sh -c "while :; do cat $(path_in $n) || echo missing; done" \
-                >"${reader[$n]}" 2>>"$LOGS/reader-$n.err" &
-        pids+=($!)
-        readers+=($!)
+        start_probe "$n" "${!pid}" "$(path_in $n)"
 done
 ( while :; do "$HEAL_TOOL" view "$NS_PID_strict" "$ROOT" "$H" || true; done ) >"$LOGS"/strict-flags 2>&1 &
 pids+=($!)
-readers+=($!)
+sampler=$!
 sleep 0.3
 
 healed_before=$(prop HealCount | awk '{print $2}')
@@ -119,8 +120,9 @@ for v in 3 4 5; do
         sleep 0.2
 done
 sleep 0.3
-kill "${readers[@]}" 2>/dev/null || true
-wait "${readers[@]}" 2>/dev/null || true
+stop_probes
+kill "$sampler"
+wait "$sampler" 2>/dev/null || true
 healed=$(($(prop HealCount | awk '{print $2}') - healed_before))
 
 for n in plain full strict container; do
@@ -134,11 +136,11 @@ check "namespaces healed ($healed)" test "$healed" -ge 6
 check "healed journalled" test "$(journal_count e31ca6970a1d42cdb02b12431d3ab01e)" -ge 6
 
 for n in plain full strict container; do
-        reads=$(wc -l <"${reader[$n]}")
-        bad=$(grep -cvE '^v[1-5]$' "${reader[$n]}" || true)
-        seen=$(sort -u "${reader[$n]}" | tr '\n' ' ')
-        diag "$n: $reads reads, $bad base or missing, seen: $seen"
-        check "$n: no base or missing file in $reads reads" test "$reads" -gt 0 -a "$bad" -eq 0
+        reads=$(probe_result $n reads)
+        exposures=$(probe_result $n exposures)
+        other=$(($(probe_result $n errors) + $(probe_result $n garbage)))
+        diag "$n: $reads reads, $exposures base or missing, $other other, seen: $(probe_result $n labels)"
+        check "$n: no base or missing file in $reads reads" test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
 done
 samples=$(grep -c ' flags=' "$LOGS"/strict-flags || true)
 loose=$(grep ' flags=' "$LOGS"/strict-flags | grep -vc " flags=$strict_flags " || true)
