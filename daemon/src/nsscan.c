@@ -52,8 +52,7 @@ static char *unescape_unit_part(const char *s, size_t n) {
         return r;
 }
 
-/* From a cgroup path: the innermost unit, and an nspawn machine name if the path says so. */
-static int parse_cgroup_path(const char *path, char **ret_unit, char **ret_machine) {
+int cgroup_path_identify(const char *path, char **ret_unit, char **ret_machine) {
         _cleanup_strv_free_ char **parts = strv_split(path, "/");
         char *unit = NULL, *machine = NULL;
 
@@ -122,7 +121,7 @@ int process_identify(pid_t pid, char **ret_unit, char **ret_machine) {
         if (!chosen || streq(chosen, "/"))
                 chosen = fallback;
         if (chosen) {
-                r = parse_cgroup_path(chosen, ret_unit, ret_machine);
+                r = cgroup_path_identify(chosen, ret_unit, ret_machine);
                 if (r < 0)
                         return r;
         }

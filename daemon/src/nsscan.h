@@ -56,5 +56,12 @@ void namespace_views_free(NamespaceView *v, size_t n);
 int nsscan_hierarchy(const char *root, const char *hierarchy, const Generation *g,
                      NamespaceView **ret, size_t *ret_n);
 
+/*
+ * From a cgroup path: the unit (the innermost *.service or *.scope outside a
+ * container) and the nspawn machine (machine-NAME.scope or
+ * systemd-nspawn@NAME.service, \x2d unescaped). Either may be NULL.
+ */
+int cgroup_path_identify(const char *path, char **ret_unit, char **ret_machine);
+
 /* The systemd unit and nspawn machine a process belongs to (either may be NULL). */
 int process_identify(pid_t pid, char **ret_unit, char **ret_machine);

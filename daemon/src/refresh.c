@@ -26,6 +26,7 @@
  * if one fails, the host's mount table is exactly as it was.
  */
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -286,6 +287,15 @@ static int run_observe(Run *run) {
 
                 if (!class_selected(run->o, h->class))
                         continue;
+                if (access(h->full, F_OK) < 0 && errno == ENOENT) {
+                        /* Like systemd-sysext: a hierarchy that does not exist here is skipped. */
+                        HierarchyReport *hr = report_add(run->report, h->path, h->class);
+
+                        if (!hr)
+                                return -ENOMEM;
+                        hierarchy_report_set(hr, OUTCOME_NOTHING, 0, "%s does not exist here, skipped", h->full);
+                        continue;
+                }
                 in = &run->inputs[run->n_inputs];
                 run->input_index[run->n_inputs++] = i;
                 *in = (PlanHierarchyInput) {
@@ -680,6 +690,15 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
                 goto fail;
         }
 
+        /* The new top must carry at least the flags we set (the kernel copies them; check anyway). */
+        {
+                uint64_t now_attr = 0;
+
+                if (path_get_mount_attr(AT_FDCWD, h->full, &now_attr) >= 0 && (now_attr & attr) != attr)
+                        log_warning("%s: the new overlay's flags are 0x%" PRIx64 ", expected at least 0x%" PRIx64 ".",
+                                    h->full, now_attr, attr);
+        }
+
         /* e. record */
         r = path_get_mnt_id(AT_FDCWD, h->full, &mnt_id);
         if (r < 0)
@@ -809,7 +828,39 @@ static int run_execute(Run *run) {
         return 0;
 }
 
-/* 6. Unmount staged images that no merged generation uses. */
+/*
+ * Inside the staging namespace: image mounts no table entry knows (a refresh
+ * killed between staging an image and saving the table) and overlays left
+ * half-assembled. Both would otherwise stay until reboot.
+ */
+static void detach_orphans(Run *run) {
+        static const char * const dirs[] = { "i", "o" };
+
+        for (size_t k = 0; k < ELEMENTSOF(dirs); k++) {
+                DIR *d = opendir(dirs[k]);
+
+                if (!d)
+                        continue;
+                for (struct dirent *de; (de = readdir(d)); ) {
+                        char rel[300];
+                        bool known = false;
+
+                        if (de->d_name[0] == '.')
+                                continue;
+                        for (size_t i = 0; k == 0 && i < run->table.n_images; i++)
+                                if ((unsigned) atoi(de->d_name) == run->table.images[i].id)
+                                        known = true;
+                        if (known)
+                                continue;
+                        snprintf(rel, sizeof(rel), "%s/%s", dirs[k], de->d_name);
+                        log_debug("Detaching orphaned staging mount %s.", rel);
+                        (void) staging_detach(&run->staging, rel);
+                }
+                closedir(d);
+        }
+}
+
+/* 6. Unmount staged images that no merged generation uses (and orphans). */
 static int run_collect(Run *run) {
         int r;
 
@@ -828,6 +879,7 @@ static int run_collect(Run *run) {
         r = staging_enter(&run->staging);
         if (r < 0)
                 return r;
+        detach_orphans(run);
         for (size_t i = 0; i < run->table.n_images; ) {
                 StagedImage *s = &run->table.images[i];
                 char rel[32];
@@ -871,6 +923,11 @@ static int run_prepare(Run *run) {
                 staging_table_done(&run->table);
                 run->table = (StagingTable) { .ns_ino = run->staging.ns_ino, .next_id = 1 };
         }
+        /* What a killed run left in the staging namespace goes before anything is staged again. */
+        if (staging_enter(&run->staging) >= 0)
+                detach_orphans(run);
+        (void) staging_leave(&run->staging);
+
         r = versions_load(run->c->state_dir, &run->versions);
         if (r < 0)
                 return report_set_error(run->report, r, "cannot read %s/versions.json: %s", run->c->state_dir,
@@ -964,18 +1021,8 @@ int tuck_recover(TuckContext *c) {
         r = run_prepare(&run);
         if (r >= 0)
                 r = run_observe(&run);
-        if (r >= 0) {
-                /* Overlays a killed refresh left half-assembled. */
-                if (staging_enter(&run.staging) >= 0)
-                        for (size_t i = 0; i < c->n_hierarchies; i++) {
-                                _cleanup_free_ char *rel = path_join("o", c->hierarchies[i].id);
-
-                                if (rel)
-                                        (void) staging_detach(&run.staging, rel);
-                        }
-                (void) staging_leave(&run.staging);
-                r = run_collect(&run);
-        }
+        if (r >= 0)
+                r = run_collect(&run);   /* also what a killed refresh left behind */
         run_done(&run);
         tuck_unlock(c);
         return r;

@@ -256,13 +256,17 @@ static int verb_beneath(const char *source, const char *target) {
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        r = mount_beneath_supported("/tmp");
-        if (r == 0)
-                return log_error_errno(EOPNOTSUPP, "The kernel lacks MOVE_MOUNT_BENEATH (Linux 6.5).");
         fd = open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
         if (fd < 0)
                 return log_error_errno(errno, "Failed to clone '%s': %m", source);
         r = mount_beneath(fd, target);
+        /* The kernel says EINVAL both for "no such flag" and for every layout it refuses: ask which. */
+        if (r == -EINVAL && mount_beneath_supported("/tmp") == 0)
+                return log_error_errno(EOPNOTSUPP, "The kernel lacks MOVE_MOUNT_BENEATH (Linux 6.5).");
+        if (r == -EINVAL)
+                return log_error_errno(r, "The kernel refused to move a clone of '%s' beneath '%s' (EINVAL): is "
+                                       "something mounted there, not the namespace root's child, and not an "
+                                       "ancestor of '%s'? See move_mount(2).", source, target, source);
         if (r < 0)
                 return log_error_errno(r, "Failed to move a clone of '%s' beneath the top mount at '%s': %m",
                                        source, target);

@@ -6,9 +6,10 @@
  * grow: mounts in our namespace and in the staging namespace, loop devices
  * backed by the test's images, open fds of this process.
  *
- *   leak-check ROOT N IMAGES_DIR SET_A... -- SET_B...
+ *   leak-check ROOT N LOOP_DIR SET_A... -- SET_B...
  *
- * Each SET entry is SEARCH_DIR/NAME.raw=TARGET: a symlink flipped atomically.
+ * Each SET entry is SEARCH_DIR/NAME.raw=SOURCE: SOURCE is copied and renamed
+ * into place. Loop devices are counted if their backing file is below LOOP_DIR.
  * Prints the numbers after the first refresh and after the last, and exits
  * non-zero if any grew (after giving lazy unmounts a moment to finish).
  */
@@ -90,18 +91,51 @@ static Counts measure(TuckContext *c, const char *images) {
         };
 }
 
+/*
+ * A fresh copy of the image (a new inode, renamed into place) every time, so
+ * that every refresh stages new images on new loop devices and the old ones
+ * must be released: a symlink flip between two files would let both stay
+ * staged and hide a leak.
+ */
+static int copy_file(const char *from, const char *to) {
+        char buf[65536];
+        ssize_t n;
+        int in, out, r = 0;
+
+        in = open(from, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return -errno;
+        out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (out < 0) {
+                r = -errno;
+                close(in);
+                return r;
+        }
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                if (write(out, buf, n) != n) {
+                        r = -EIO;
+                        break;
+                }
+        if (n < 0)
+                r = -errno;
+        close(in);
+        close(out);
+        return r;
+}
+
 static int flip(char **set) {
         for (char **e = set; *e; e++) {
                 char *eq = strchr(*e, '='), tmp[4096];
+                int r;
 
                 *eq = 0;
                 snprintf(tmp, sizeof(tmp), "%s.new", *e);
-                (void) unlink(tmp);
-                if (symlink(eq + 1, tmp) < 0 || rename(tmp, *e) < 0) {
-                        *eq = '=';
-                        return -errno;
-                }
+                r = copy_file(eq + 1, tmp);
+                if (r == 0 && rename(tmp, *e) < 0)
+                        r = -errno;
                 *eq = '=';
+                if (r < 0)
+                        return r;
         }
         return 0;
 }

@@ -96,6 +96,14 @@ assert sorted(i["name"] for i in l if i["valid"]) == ["foo"], l
 assert len([i for i in l if not i["valid"]]) == 4
 ' <<<"$(tuck list --json)"
 
+# --- a hierarchy that does not exist is skipped, the others merged --------------
+tuck unmerge >/dev/null
+rm -rf "$ROOT/opt"
+out=$(tuck merge 2>&1)
+diag "$out"
+check "a missing /opt is skipped and said so" grep -q "^/opt: nothing: .*/opt does not exist here, skipped" <<<"$out"
+check "/usr is merged anyway" grep -q '^/usr: merged' <<<"$out"
+
 # --- an active extension whose new image is bad is not dropped -------------
 setup_merged
 bad=$(mkimg foo 3.0 sysext B --id=not-this-os)
@@ -168,6 +176,22 @@ fails_unchanged "no loop device (LOOP_CONFIGURE fails)" 3 \
         "$TUCK_FAULT" --fail=ioctl:ENOSPC:1=0x4C0A -- "$TUCKCTL" --root="$ROOT" refresh
 out=$(tuck refresh 2>&1)
 check "with the faults gone the same refresh succeeds" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$out"
+
+# --- a crash in the middle of a refresh -------------------------------------------
+setup_merged
+staging_mounts() { python3 -c 'import json,sys; print(json.load(sys.stdin)["staging_mounts"])' <<<"$(tuck status --json)"; }
+normal=$(staging_mounts)
+install_img "$(mkimg foo 2.1 sysext B)" foo
+# Killed (SIGSYS) right after the overlay was assembled in the staging namespace,
+# before it is cloned out: new image staged, overlay mounted there, nothing saved.
+fails_unchanged "tuckctl killed mid-refresh" 159 "" \
+        "$TUCK_FAULT" --kill=open_tree:2=0x88001 -- "$TUCKCTL" --root="$ROOT" refresh
+crashed=$(staging_mounts)
+diag "staging mounts: $normal normally, $crashed after the crash"
+check "the crash left mounts behind in the staging namespace ($crashed > $normal)" test "$crashed" -gt "$normal"
+out=$(tuck refresh 2>&1)
+check "the next refresh works" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$out"
+expect_eq "and cleans up what the crash left (staging mounts back to $normal)" "$(staging_mounts)" "$normal"
 
 # --- lock contention ----------------------------------------------------------
 setup_merged

@@ -47,8 +47,12 @@ out=$(tuck refresh)
 diag "$out"
 check "refresh with unchanged inputs says so and does nothing" grep -q '^/usr: unchanged' <<<"$out"
 before=$(host_mountinfo)
+staged_before=$(python3 -c 'import json,sys; print(sorted(i["id"] for i in json.load(open(sys.argv[1]))["images"]))' "$ROOT/run/tuck/staging.json")
 check "--force refreshes anyway" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$(tuck refresh --force)"
 check "a forced refresh replaced the overlay mount" test "$before" != "$(host_mountinfo)"
+expect_eq "unchanged images kept their staged mounts (same staging IDs)" \
+        "$(python3 -c 'import json,sys; print(sorted(i["id"] for i in json.load(open(sys.argv[1]))["images"]))' "$ROOT/run/tuck/staging.json")" \
+        "$staged_before"
 
 install_img "$b" foo
 install_img "$cb" cfg run/confexts
@@ -66,15 +70,25 @@ expect_eq "the ProtectSystem-like service stays on its bind of the old generatio
 check "exactly one overlay on each hierarchy" \
         test "$(grep -c " $ROOT/usr ro,.* - overlay " /proc/self/mountinfo)" = 1
 
+# Never loosen: the admin tightened the live overlay (nosuid); the next generation keeps it.
+mount -o remount,bind,nosuid "$ROOT/usr"
+install_img "$a" foo   # a new copy: the refresh has work to do
+out=$(tuck refresh --allow-downgrade)
+check "refresh after the live top was made nosuid" grep -q '^/usr: refreshed, generation 3 -> 4' <<<"$out"
+check "the new overlay is still nosuid (flags are never loosened)" \
+        grep -Eq " $ROOT/usr ro,nosuid,nodev[ ,].* - overlay tuck-sysext " /proc/self/mountinfo
+install_img "$b" foo
+tuck refresh >/dev/null
+
 status=$(tuck status)
 diag "$status"
-check "status names generation 3 for /usr" grep -q '^/usr (sysext): generation 3 since' <<<"$status"
+check "status names generation 5 for /usr" grep -q '^/usr (sysext): generation 5 since' <<<"$status"
 json=$(tuck status --json)
-check "status --json is JSON with generation 3 and the layer's version" python3 -c '
+check "status --json is JSON with generation 5 and the layer's version" python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 usr = [h for h in s["hierarchies"] if h["hierarchy"] == "/usr"][0]
-assert usr["generation"] == 3 and usr["merged"] and usr["on_top"], usr
+assert usr["generation"] == 5 and usr["merged"] and usr["on_top"], usr
 assert [l["version"] for l in usr["layers"]] == ["1.1"], usr["layers"]
 states = {v["pid"]: v["state"] for v in usr["namespaces"]}
 assert states['"$plain"'] == "current", states
@@ -103,7 +117,19 @@ expect_eq "a service sees the base again" \
 check "no overlay left on the host" bash -c "! grep -q ' - overlay ' /proc/self/mountinfo"
 
 out=$(tuck merge)
-check "merge after unmerge starts a new generation" grep -q '^/usr: merged, generation 3 -> 4' <<<"$out"
+check "merge after unmerge starts a new generation" grep -q '^/usr: merged, generation 5 -> 6' <<<"$out"
 expect_eq "and shows the extension again" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" B
+
+# The raw primitive.
+mkdir -p "$ROOT/tmp/t" "$ROOT/tmp/src"
+mount -t tmpfs top "$ROOT/tmp/t"
+echo top >"$ROOT/tmp/t/file"
+mount -t tmpfs new "$ROOT/tmp/src"
+echo new >"$ROOT/tmp/src/file"
+check "tuckctl beneath SOURCE TARGET" tuck -q beneath "$ROOT/tmp/src" "$ROOT/tmp/t"
+expect_eq "the top mount still shows" "$(cat "$ROOT/tmp/t/file")" top
+umount -l "$ROOT/tmp/t"
+expect_eq "unmounting the top reveals the clone moved beneath it" "$(cat "$ROOT/tmp/t/file")" new
+check "beneath without a mount at TARGET fails" bash -c "! '$TUCKCTL' beneath '$ROOT/tmp/src' '$ROOT/usr/lib' 2>/dev/null"
 
 tap_done

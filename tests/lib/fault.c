@@ -9,6 +9,9 @@
  *
  *   --hide-beneath   move_mount() with MOVE_MOUNT_BENEATH fails with EINVAL,
  *                    exactly what a kernel without the feature says
+ *   --kill=SYSCALL[:ARG=VALUE|:ARG&MASK]
+ *                    the process is killed (SIGSYS) at that call: a crash
+ *                    at a chosen point
  *   --fail=SYSCALL:ERRNO[:ARG=VALUE|:ARG&MASK]
  *                    SYSCALL fails with ERRNO (a name like EIO or a number),
  *                    optionally only when argument ARG (0-5) equals VALUE, or
@@ -19,6 +22,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <seccomp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,21 +43,24 @@ static int parse_errno(const char *s) {
         return atoi(s);
 }
 
-static int add_rule(scmp_filter_ctx ctx, const char *spec) {
-        char *copy = strdup(spec), *name, *err, *cond;
-        int nr, e, r;
+/* "SYSCALL:ERRNO[:COND]", or with kill set "SYSCALL[:COND]". */
+static int add_rule(scmp_filter_ctx ctx, const char *spec, bool kill) {
+        char *copy = strdup(spec), *name, *err = NULL, *cond;
+        uint32_t action;
+        int nr, r;
 
         name = strtok(copy, ":");
-        err = strtok(NULL, ":");
+        if (!kill)
+                err = strtok(NULL, ":");
         cond = strtok(NULL, ":");
-        if (!name || !err)
+        if (!name || (!kill && !err))
                 goto bad;
         nr = seccomp_syscall_resolve_name(name);
-        e = parse_errno(err);
-        if (nr == __NR_SCMP_ERROR || e <= 0)
+        if (nr == __NR_SCMP_ERROR || (!kill && parse_errno(err) <= 0))
                 goto bad;
+        action = kill ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(parse_errno(err));
         if (!cond)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(e), nr, 0);
+                r = seccomp_rule_add(ctx, action, nr, 0);
         else {
                 unsigned arg;
                 unsigned long long v;
@@ -62,14 +69,14 @@ static int add_rule(scmp_filter_ctx ctx, const char *spec) {
                 if (sscanf(cond, "%u%c%lli", &arg, &op, &v) != 3 || arg > 5 || (op != '=' && op != '&'))
                         goto bad;
                 if (op == '=')
-                        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(e), nr, 1, SCMP_CMP(arg, SCMP_CMP_EQ, v));
+                        r = seccomp_rule_add(ctx, action, nr, 1, SCMP_CMP(arg, SCMP_CMP_EQ, v));
                 else
-                        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(e), nr, 1, SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, v, v));
+                        r = seccomp_rule_add(ctx, action, nr, 1, SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, v, v));
         }
         free(copy);
         return r;
 bad:
-        fprintf(stderr, "tuck-fault: bad rule '%s' (SYSCALL:ERRNO[:ARG=VALUE|:ARG&MASK])\n", spec);
+        fprintf(stderr, "tuck-fault: bad rule '%s' (SYSCALL%s[:ARG=VALUE|:ARG&MASK])\n", spec, kill ? "" : ":ERRNO");
         free(copy);
         return -EINVAL;
 }
@@ -79,6 +86,7 @@ int main(int argc, char *argv[]) {
                 { "help",         no_argument,       NULL, 'h' },
                 { "hide-beneath", no_argument,       NULL, 'B' },
                 { "fail",         required_argument, NULL, 'f' },
+                { "kill",         required_argument, NULL, 'k' },
                 {}
         };
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -89,15 +97,16 @@ int main(int argc, char *argv[]) {
         while ((c = getopt_long(argc, argv, "+h", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        printf("tuck-fault [--hide-beneath] [--fail=SYSCALL:ERRNO[:ARG=VALUE|:ARG&MASK]]... "
-                               "-- COMMAND [ARGS...]\n");
+                        printf("tuck-fault [--hide-beneath] [--fail=SYSCALL:ERRNO[:ARG=VALUE|:ARG&MASK]]...\n"
+                               "           [--kill=SYSCALL[:ARG=VALUE|:ARG&MASK]]... -- COMMAND [ARGS...]\n");
                         return 0;
                 case 'B':
-                        if (add_rule(ctx, "move_mount:EINVAL:4&0x200") < 0)
+                        if (add_rule(ctx, "move_mount:EINVAL:4&0x200", false) < 0)
                                 return 2;
                         break;
                 case 'f':
-                        if (add_rule(ctx, optarg) < 0)
+                case 'k':
+                        if (add_rule(ctx, optarg, c == 'k') < 0)
                                 return 2;
                         break;
                 default:
