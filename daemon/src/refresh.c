@@ -258,6 +258,12 @@ static int observe_live(const TuckHierarchy *h, const Generation *g, LiveState *
         if (streq_ptr(mnt_fs_get_fstype(top), "overlay") &&
             (streq_ptr(mnt_fs_get_source(top), "sysext") || streq_ptr(mnt_fs_get_source(top), "confext")))
                 ret->top = TOP_SYSTEMD;
+        /* Ours, but not the recorded one: a refresh was killed between its swap
+         * and its record. Replace it the same way (beneath, base peeled out);
+         * taken for the base, it would be stacked on and leak. */
+        if (streq_ptr(mnt_fs_get_fstype(top), "overlay") &&
+            streq_ptr(mnt_fs_get_source(top), image_class_info[h->class].overlay_source))
+                ret->top = TOP_SYSTEMD;
         return 0;
 }
 

@@ -261,6 +261,7 @@ static void log_generation(Manager *m, Hierarchy *h, uint64_t old_gen, uint64_t 
  * flags, and apply the policy. @before: the snapshot taken before a swap. */
 static void hierarchy_handle_stale(Manager *m, size_t idx, uint64_t generation, dev_t replaced, int fd) {
         Hierarchy *h = m->hierarchies + idx;
+        _cleanup_strv_free_ char **restarted = NULL;
         HealReport *reports = NULL;
         dev_t devs[OLD_DEVS_MAX];
         size_t n = 0, n_devs;
@@ -289,7 +290,10 @@ static void hierarchy_handle_stale(Manager *m, size_t idx, uint64_t generation, 
                 else if (m->config.stale_policy == STALE_POLICY_RESTART) {
                         if (!rep->view.unit)
                                 snprintf(outcome, sizeof outcome, "not restarted: no unit");
+                        else if (strv_contains(restarted, rep->view.unit))
+                                snprintf(outcome, sizeof outcome, "restart of %s requested", rep->view.unit);
                         else {
+                                (void) strv_extend(&restarted, rep->view.unit);
                                 r = manager_restart_unit(m, rep->view.unit);
                                 if (r < 0)
                                         snprintf(outcome, sizeof outcome, "restart of %s failed: %s",

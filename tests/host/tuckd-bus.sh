@@ -161,6 +161,21 @@ check "with tuckd stopped, tuckctl unmerge works directly: $out" bash -c "! grep
 check "marker base after direct unmerge" test "$(marker)" = base
 start_tuckd
 
+# ---- SIGTERM: STOPPING=1, exit 0, extensions stay merged; the watchdog is fed
+stop_tuckd_term() {
+        kill -TERM "$TUCKD_PID"
+        wait "$TUCKD_PID"
+}
+check "SIGTERM: tuckd exits 0" stop_tuckd_term
+check "SIGTERM: STOPPING=1 sent" grep -qx 'STOPPING=1' "$NOTIFY"
+check "SIGTERM: extensions stay merged" test "$(marker)" = v3
+export WATCHDOG_USEC=300000
+start_tuckd
+sleep 1
+unset WATCHDOG_USEC
+feeds=$(grep -cx 'WATCHDOG=1' "$NOTIFY" || true)
+check "watchdog fed ($feeds times in 1 s at WatchdogSec=0.3s)" test "$feeds" -ge 2
+
 # ---- the journal: one entry per event, with MESSAGE_IDs
 merged=$(journal_count e33a64a37fdd4ed08461ec5fc4eab05a)
 refreshed=$(journal_count 422132a242a0458bba8d9dc325bf0e2f)
@@ -168,7 +183,7 @@ unmerged=$(journal_count 51afd983890a42cea6d171ad651bd37a)
 refused=$(journal_count a5c9fd731e88490fbc12620ea801653d)
 diag "journal: merged $merged, refreshed $refreshed, unmerged $unmerged, refused $refused"
 diag "$(awk '/^MESSAGE=/ { m = substr($0, 9) } /^MESSAGE_ID=a5c9fd731e88490fbc12620ea801653d$/ { print m }' "$JOURNAL")"
-check "merged entries (4: two start-ups, tuckctl merge, the last start-up)" test "$merged" -eq 4
+check "merged entries (4: two start-ups, tuckctl merge, the start-up after the direct unmerge)" test "$merged" -eq 4
 check "refreshed entries (3: v2, force, downgrade)" test "$refreshed" -eq 3
 check "unmerged entries (2 by tuckd; tuckctl's direct one is not tuckd's)" test "$unmerged" -eq 2
 check "refused entries (Merge when merged, downgrade, reload's downgrade, nobody's 3 calls)" test "$refused" -eq 6

@@ -35,16 +35,7 @@ mount --make-private "$G"/g* 2>/dev/null || true
 mount --bind "$G"/g1 "$H"
 mount -o remount,bind,ro,nodev "$H"
 
-C=$W/ctr
-mkdir -p "$C"
-spawn_ns plain "true"
-spawn_ns full "mount --bind $H $H && mount -o remount,bind,ro,nosuid,nodev,noexec $H"
-spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
-spawn_ns container "mount -t tmpfs ctr $C && mount --make-private $C && mkdir -p $C/usr $C/old $C/proc $C/bin $C/lib $C/lib64 && touch $C/tuck-probe \
-        && mount --bind $TUCK_PROBE $C/tuck-probe \
-        && for d in bin lib lib64; do mount --rbind /usr/\$d $C/\$d; done \
-        && mount --rbind $H $C/usr && mount -o remount,bind,ro,nodev $C/usr \
-        && cd $C && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+spawn_layouts "$H"
 
 probe_path() {
         echo "$([[ $1 == container ]] && echo /usr || echo "$H")/lib/tuck-probe/generation"
@@ -88,7 +79,7 @@ check "report: strict lost its flags" \
 # ---- with healing, while readers in every namespace watch the marker
 # strict's flags were lost above (report only): start a fresh strict service.
 kill "$NS_PID_strict"
-spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
+spawn_strict
 expect_view strict gen2 ro,nosuid,nodev,noexec
 
 for n in plain full strict container; do
@@ -96,9 +87,7 @@ for n in plain full strict container; do
         start_probe "$n" "${!pid}" "$(probe_path $n)"
 done
 # And one that samples strict's flags from outside, to catch a transient loosening.
-( while :; do "$HEAL_TOOL" view "$NS_PID_strict" "$ROOT" "$H" || true; done ) >"$LOGS"/strict-flags 2>&1 &
-pids+=($!)
-sampler=$!
+start_flag_sampler "$NS_PID_strict" "$H"
 sleep 0.3
 
 for g in 3 4 5 6; do
@@ -108,8 +97,7 @@ for g in 3 4 5 6; do
 done
 sleep 0.3
 stop_probes
-kill "$sampler"
-wait "$sampler" 2>/dev/null || true
+stop_flag_sampler
 
 check "host on gen6" test "$(marker)" = gen6
 expect_view plain gen6 ro,nodev
@@ -118,18 +106,9 @@ expect_view strict gen6 ro,nosuid,nodev,noexec
 expect_view container gen6 ro,nodev
 check "every heal succeeded" bash -c "! grep -h '^stale' $LOGS/swap[3-6].out | grep -v 'result=healed'"
 
-for n in plain full strict container; do
-        reads=$(probe_result $n reads)
-        exposures=$(probe_result $n exposures)
-        other=$(($(probe_result $n errors) + $(probe_result $n garbage)))
-        diag "$n: $reads reads, $exposures base or missing, $other other, generations seen: $(probe_result $n labels)"
-        check "$n: no base or missing file in $reads reads" test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
-done
+check_probes plain full strict container
 
-samples=$(grep -c ' flags=' "$LOGS"/strict-flags || true)
-loose=$(grep ' flags=' "$LOGS"/strict-flags | grep -vc ' flags=ro,nosuid,nodev,noexec ' || true)
-diag "strict: $samples flag samples during the swaps, $loose loosened"
-check "strict: never loosened in $samples samples" test "$samples" -gt 0 -a "$loose" -eq 0
+check_never_loosened ro,nosuid,nodev,noexec strict
 
 # The stack does not grow: healing replaces, never accumulates.
 for n in full strict container; do

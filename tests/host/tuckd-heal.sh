@@ -46,16 +46,7 @@ cleanup_cgroup() {
 }
 trap 'cleanup_cgroup; tuck_cleanup' EXIT
 
-C=$W/ctr
-mkdir -p "$C"
-spawn_ns plain "true"
-spawn_ns full "echo \$\$ >$CG/$UNIT/cgroup.procs && mount --bind $H $H && mount -o remount,bind,ro,nosuid,nodev,noexec $H"
-spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
-spawn_ns container "mount -t tmpfs ctr $C && mount --make-private $C && mkdir -p $C/usr $C/old $C/proc $C/bin $C/lib $C/lib64 && touch $C/tuck-probe \
-        && mount --bind $TUCK_PROBE $C/tuck-probe \
-        && for d in bin lib lib64; do mount --rbind /usr/\$d $C/\$d; done \
-        && mount --rbind $H $C/usr && mount -o remount,bind,ro,nodev $C/usr \
-        && cd $C && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+spawn_layouts "$H" "echo \$\$ >$CG/$UNIT/cgroup.procs"
 
 path_in() {
         [[ $1 == container ]] && echo /usr/$M || echo "$H/$M"
@@ -108,9 +99,7 @@ for n in plain full strict container; do
         pid=NS_PID_$n
         start_probe "$n" "${!pid}" "$(path_in $n)"
 done
-( while :; do "$HEAL_TOOL" view "$NS_PID_strict" "$ROOT" "$H" || true; done ) >"$LOGS"/strict-flags 2>&1 &
-pids+=($!)
-sampler=$!
+start_flag_sampler "$NS_PID_strict" "$H"
 sleep 0.3
 
 healed_before=$(prop HealCount | awk '{print $2}')
@@ -121,8 +110,7 @@ for v in 3 4 5; do
 done
 sleep 0.3
 stop_probes
-kill "$sampler"
-wait "$sampler" 2>/dev/null || true
+stop_flag_sampler
 healed=$(($(prop HealCount | awk '{print $2}') - healed_before))
 
 for n in plain full strict container; do
@@ -135,17 +123,8 @@ diag "HealCount +$healed over 3 refreshes"
 check "namespaces healed ($healed)" test "$healed" -ge 6
 check "healed journalled" test "$(journal_count e31ca6970a1d42cdb02b12431d3ab01e)" -ge 6
 
-for n in plain full strict container; do
-        reads=$(probe_result $n reads)
-        exposures=$(probe_result $n exposures)
-        other=$(($(probe_result $n errors) + $(probe_result $n garbage)))
-        diag "$n: $reads reads, $exposures base or missing, $other other, seen: $(probe_result $n labels)"
-        check "$n: no base or missing file in $reads reads" test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
-done
-samples=$(grep -c ' flags=' "$LOGS"/strict-flags || true)
-loose=$(grep ' flags=' "$LOGS"/strict-flags | grep -vc " flags=$strict_flags " || true)
-diag "strict: $samples flag samples, $loose loosened"
-check "strict never loosened in $samples samples" test "$samples" -gt 0 -a "$loose" -eq 0
+check_probes plain full strict container
+check_never_loosened $strict_flags strict
 
 # ---- restart: ask systemd to restart the owning unit
 "$FAKE_SYSTEMD" "$LOGS"/restarts >>"$LOGS"/fake-systemd.log 2>&1 &

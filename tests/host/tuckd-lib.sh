@@ -26,16 +26,8 @@ tuck_enter_ns() {
                 echo "1..0 # SKIP needs root (mount namespaces, loop devices)"
                 exit 77
         fi
-        # Create our namespace on CPU 0, and run tuckd there too (start_tuckd):
-        # on this 6.18 kernel mount namespace ids are not ordered across CPUs,
-        # and binding the staging namespace's nsfs file (libtuck's pin) is
-        # refused as a possible loop when the binder's namespace has the
-        # higher id. Measured: unpinned, about 1 in 10 `tuckctl refresh` in a
-        # fresh test namespace fails with EINVAL; pinned, 0 in 20. The host's
-        # initial namespace is the oldest, so a real tuckd is not affected.
         if [[ ${TUCK_IN_NS:-} != 1 ]]; then
-                exec env TUCK_IN_NS=1 taskset -c 0 unshare --mount --propagation slave \
-                        taskset -c 0-1023 "$0" "$@"
+                exec env TUCK_IN_NS=1 unshare --mount --propagation slave "$0" "$@"
         fi
 }
 
@@ -251,7 +243,7 @@ start_tuckd() {
                 [[ -S $sock ]] && break
                 sleep 0.05
         done
-        NOTIFY_SOCKET=$sock taskset -c 0 "$TUCKD" --root="$ROOT" --config="$CONF" "$@" >>"$LOGS"/tuckd.log 2>&1 &
+        NOTIFY_SOCKET=$sock "$TUCKD" --root="$ROOT" --config="$CONF" "$@" >>"$LOGS"/tuckd.log 2>&1 &
         TUCKD_PID=$!
         pids+=($TUCKD_PID)
         for ((i = 0; i < 200; i++)); do
@@ -295,6 +287,32 @@ spawn_ns() {
         return 1
 }
 
+# The layouts that do not follow a host swap on their own (tuckd(8) HEALING),
+# around hierarchy $1: NS_PID_plain (a plain slave service), NS_PID_full (a
+# read-only bind on top, ProtectSystem=full), NS_PID_strict (root rbind onto
+# itself, every mount remounted read-only in place, ProtectSystem=strict),
+# NS_PID_container (own root via pivot_root, a read-only bind of the
+# hierarchy at /usr, tuck-probe bound in at /tuck-probe). $2: shell run first
+# in the full service (e.g. to join a cgroup).
+spawn_layouts() {
+        local h=$1 full_pre=${2:-true} c=$W/ctr
+        mkdir -p "$c"
+        spawn_ns plain "true"
+        spawn_ns full "$full_pre && mount --bind $h $h && mount -o remount,bind,ro,nosuid,nodev,noexec $h"
+        spawn_strict
+        spawn_ns container "mount -t tmpfs ctr $c && mount --make-private $c \
+                && mkdir -p $c/usr $c/old $c/proc $c/bin $c/lib $c/lib64 && touch $c/tuck-probe \
+                && mount --bind $TUCK_PROBE $c/tuck-probe \
+                && for d in bin lib lib64; do mount --rbind /usr/\$d $c/\$d; done \
+                && mount --rbind $h $c/usr && mount -o remount,bind,ro,nodev $c/usr \
+                && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+}
+
+spawn_strict() {
+        spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do \
+                mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
+}
+
 # ns_read PID PATH: the label of a probe file as that namespace sees it.
 ns_read() {
         { nsenter -t "$1" -m -r cat "$2" 2>/dev/null || echo missing; } | sed 's/^generation=//'
@@ -316,6 +334,41 @@ stop_probes() {
         kill -TERM "${probe_pids[@]}" 2>/dev/null || true
         wait "${probe_pids[@]}" 2>/dev/null || true
         probe_pids=()
+}
+
+# check_probes NAME...: one TAP line per probe: it read, and never saw the
+# base, a missing file, an error or garbage.
+check_probes() {
+        local n reads exposures other
+        for n in "$@"; do
+                reads=$(probe_result "$n" reads)
+                exposures=$(probe_result "$n" exposures)
+                other=$(($(probe_result "$n" errors) + $(probe_result "$n" garbage)))
+                diag "$n: $reads reads, $exposures base or missing, $other other, seen: $(probe_result "$n" labels)"
+                check "$n: no base or missing file in $reads reads" \
+                        test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
+        done
+}
+
+# Flags of PID's view of the hierarchy, sampled from outside until
+# stop_flag_sampler; check_never_loosened FLAGS then checks every sample.
+start_flag_sampler() {
+        ( while :; do "$HEAL_TOOL" view "$1" "$ROOT" "$2" || true; done ) >"$LOGS"/flag-samples 2>&1 &
+        pids+=($!)
+        SAMPLER=$!
+}
+
+stop_flag_sampler() {
+        kill "$SAMPLER" 2>/dev/null || true
+        wait "$SAMPLER" 2>/dev/null || true
+}
+
+check_never_loosened() {
+        local samples loose
+        samples=$(grep -c ' flags=' "$LOGS"/flag-samples || true)
+        loose=$(grep ' flags=' "$LOGS"/flag-samples | grep -vc " flags=$1 " || true)
+        diag "$2: $samples flag samples, $loose loosened"
+        check "$2: never loosened in $samples samples" test "$samples" -gt 0 -a "$loose" -eq 0
 }
 
 # probe_result NAME FIELD: reads, exposures (base + missing), base, missing,
