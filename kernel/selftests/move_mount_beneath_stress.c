@@ -133,10 +133,10 @@ static double now(void) {
  * of the top also takes whatever another worker mounted on it after our
  * lookup, and the stacks would drain. A plain umount refuses that with
  * EBUSY (also while a copy in the slave namespace is covered by a mount of
- * its own); retry a while, then detach lazily so the stacks stay shallow.
+ * its own); retry for a while, then detach lazily so the stacks stay shallow.
  */
 static void umount_top(struct worker_stats *w, const char *path, const char *other) {
-        for (unsigned i = 0; i < 100; i++) {
+        for (unsigned i = 0; i < 20; i++) {
                 int r = umount2(path, UMOUNT_NOFOLLOW) < 0 ? -errno : 0;
 
                 count(w, OP_UMOUNT, r);
@@ -147,7 +147,8 @@ static void umount_top(struct worker_stats *w, const char *path, const char *oth
                 }
                 if (r != -EBUSY)
                         return;
-                sched_yield();
+                /* Leave the CPU to the others: whoever holds it busy must move on. */
+                usleep(1000);
         }
         count(w, OP_UMOUNT, umount2(path, UMOUNT_NOFOLLOW | MNT_DETACH) < 0 ? -errno : 0);
 }
