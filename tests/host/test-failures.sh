@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 
 # A fresh host with foo 2.0 (label A) and cfg 1 (label CA) merged, and a service.
 setup_merged() {
-        [[ -n $ROOT ]] && teardown
+        [[ -n $ROOT ]] && host_teardown
         host_setup
         A=$(mkimg foo 2.0 sysext A)
         CA=$(mkimg cfg 1 confext CA)
@@ -18,17 +18,6 @@ setup_merged() {
         tuck merge -v >/dev/null 2>"$ROOT/tmp/merge.log" || { cat "$ROOT/tmp/merge.log"; exit 1; }
         service plain
         PLAIN=$SERVICE_PID
-}
-
-teardown() {
-        local pid
-        for pid in "${SERVICE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-        wait 2>/dev/null || true
-        SERVICE_PIDS=()
-        umount -R -l "$ROOT"
-        rmdir "$ROOT"
-        rm -rf "$IMAGES"
-        ROOT= IMAGES=
 }
 
 # Everything, or with ONLY=/opt just that hierarchy (the others may go ahead).
@@ -229,5 +218,5 @@ ONLY=/usr fails_unchanged "someone's mount on top of our overlay" 1 \
 expect_eq "each hierarchy on its own: /opt went ahead" "$(probe_label "$ROOT/opt/tuck-probe/generation")" B
 umount "$ROOT/usr"
 
-teardown
+host_teardown
 tap_done
