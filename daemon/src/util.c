@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -287,6 +289,22 @@ int mkdir_p(const char *path, mode_t mode) {
                 *s = '/';
         }
         return 0;
+}
+
+int openat_in_root(int root_fd, const char *path, int flags) {
+        struct open_how how = {
+                .flags = flags | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+
+        return RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how)));
+}
+
+int proc_open(pid_t pid, const char *what, int flags) {
+        char p[64];
+
+        snprintf(p, sizeof(p), "/proc/%d/%s", (int) pid, what);
+        return RET_NERRNO(open(p, flags | O_CLOEXEC));
 }
 
 uint64_t now_usec(clockid_t clock) {

@@ -66,6 +66,10 @@ char *strv_join(char * const *l, const char *separator);
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret);
 int write_file_atomic(const char *path, const char *contents, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
+/* openat2(RESOLVE_IN_ROOT): path resolved as if root_fd were "/" (symlinks and ".." stay inside). */
+int openat_in_root(int root_fd, const char *path, int flags);
+/* open("/proc/PID/WHAT", flags | O_CLOEXEC) */
+int proc_open(pid_t pid, const char *what, int flags);
 
 /* Monotonic and realtime clocks in microseconds. */
 uint64_t now_usec(clockid_t clock);

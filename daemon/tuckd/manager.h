@@ -29,7 +29,7 @@ typedef struct Hierarchy {
         dev_t stale_devs[STALE_DEVS_MAX];
         size_t n_stale_devs;
         bool logged;                    /* this run's change is logged already */
-        NsView *before;                 /* snapshot taken before a swap */
+        NamespaceView *before;          /* snapshot taken before a swap */
         NsFlags *flags;                 /* per namespace, so a loosening seen under
                                          * report is still undone by a later heal */
         size_t n_flags;
