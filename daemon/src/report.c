@@ -106,6 +106,22 @@ int hierarchy_report_set(HierarchyReport *h, Outcome o, int error, const char *f
         return error;
 }
 
+int hierarchy_report_set_layers(HierarchyReport *h, const Generation *g) {
+        if (!g || !g->merged || g->n_layers == 0)
+                return 0;
+        h->layers = calloc(g->n_layers, sizeof(Layer));
+        if (!h->layers)
+                return -ENOMEM;
+        for (size_t i = 0; i < g->n_layers; i++) {
+                int r = layer_copy(&h->layers[i], &g->layers[i]);
+
+                if (r < 0)
+                        return r;
+                h->n_layers++;
+        }
+        return 0;
+}
+
 bool report_changed(const Report *r) {
         for (size_t i = 0; i < r->n_hierarchies; i++)
                 switch (r->hierarchies[i].outcome) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
@@ -288,6 +289,78 @@ int staging_open_path(Staging *s, const char *rel) {
         if (!s->inside)
                 return -EINVAL;
         return RET_NERRNO(open(rel, O_PATH | O_DIRECTORY | O_CLOEXEC));
+}
+
+int staging_is_mounted(Staging *s, const char *rel) {
+        _cleanup_free_ char *parent = strdup(rel);
+        uint64_t a, b;
+        char *slash;
+
+        if (!s->inside)
+                return -EINVAL;
+        if (!parent)
+                return -ENOMEM;
+        slash = strrchr(parent, '/');
+        if (slash)
+                *slash = 0;
+        /* A mount point is on another mount than its parent directory. */
+        if (path_get_mnt_id(AT_FDCWD, rel, &a) < 0 || path_get_mnt_id(AT_FDCWD, slash ? parent : ".", &b) < 0)
+                return 0;
+        return a != b;
+}
+
+int staging_open_mounted(Staging *s, const char *rel) {
+        int r;
+
+        r = staging_enter(s);
+        if (r >= 0)
+                r = staging_is_mounted(s, rel);
+        if (r > 0)
+                r = staging_open_path(s, rel);
+        else if (r == 0)
+                r = -ENOENT;
+        (void) staging_leave(s);
+        return r;
+}
+
+const char *staging_image_path(char buf[static STAGING_PATH_MAX], unsigned id) {
+        snprintf(buf, STAGING_PATH_MAX, "i/%u", id);
+        return buf;
+}
+
+static bool staging_table_has(const StagingTable *t, const char *name) {
+        char *end;
+        unsigned long id = strtoul(name, &end, 10);
+
+        if (*end != 0)
+                return false;
+        for (size_t i = 0; i < t->n_images; i++)
+                if (t->images[i].id == id)
+                        return true;
+        return false;
+}
+
+void staging_detach_orphans(Staging *s, const StagingTable *t) {
+        static const char * const dirs[] = { "i", "o" };
+
+        for (size_t k = 0; k < ELEMENTSOF(dirs); k++) {
+                DIR *d = opendir(dirs[k]);
+
+                if (!d)
+                        continue;
+                for (struct dirent *de; (de = readdir(d)); ) {
+                        _cleanup_free_ char *rel = NULL;
+
+                        if (de->d_name[0] == '.' || (streq(dirs[k], "i") && staging_table_has(t, de->d_name)))
+                                continue;
+                        rel = path_join(dirs[k], de->d_name);
+                        if (!rel)
+                                break;
+                        log_debug("Detaching orphaned staging mount %s.", rel);
+                        (void) staging_detach(s, rel);
+                }
+                closedir(d);
+        }
 }
 
 int staging_count_mounts(Staging *s) {

@@ -12,6 +12,10 @@
 
 #define STATE_FILE_MAX (16 * 1024 * 1024)
 
+static char *strdup_or_null(const char *s) {
+        return s ? strdup(s) : NULL;
+}
+
 void layer_done(Layer *l) {
         free(l->name);
         free(l->extension);
@@ -19,6 +23,22 @@ void layer_done(Layer *l) {
         free(l->image);
         free(l->fingerprint);
         *l = (Layer) {};
+}
+
+int layer_copy(Layer *dst, const Layer *src) {
+        *dst = (Layer) {
+                .name = strdup(src->name),
+                .extension = strdup(src->extension),
+                .version = strdup_or_null(src->version),
+                .image = strdup_or_null(src->image),
+                .fingerprint = strdup(src->fingerprint),
+        };
+        if (!dst->name || !dst->extension || !dst->fingerprint || (src->version && !dst->version) ||
+            (src->image && !dst->image)) {
+                layer_done(dst);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 void generation_done(Generation *g) {
@@ -36,6 +56,21 @@ Generation *generation_free(Generation *g) {
                 free(g);
         }
         return NULL;
+}
+
+int generation_history_after(const Generation *old, PastOverlay **ret, size_t *ret_n) {
+        PastOverlay *h = calloc(GENERATION_HISTORY_MAX, sizeof(PastOverlay));
+        size_t n = 0;
+
+        if (!h)
+                return -ENOMEM;
+        if (old->merged)
+                h[n++] = (PastOverlay) { .number = old->number, .dev = old->overlay_dev };
+        for (size_t i = 0; i < old->n_history && n < GENERATION_HISTORY_MAX; i++)
+                h[n++] = old->history[i];
+        *ret = h;
+        *ret_n = n;
+        return 0;
 }
 
 char *hierarchy_id(const char *hierarchy) {
@@ -114,10 +149,6 @@ static int jadd_dev(json_object *o, const char *key, dev_t d) {
 
         snprintf(buf, sizeof(buf), "%u:%u", major(d), minor(d));
         return jadd_str(o, key, buf);
-}
-
-static char *strdup_or_null(const char *s) {
-        return s ? strdup(s) : NULL;
 }
 
 json_object *generation_to_json(const Generation *g) {

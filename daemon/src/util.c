@@ -105,6 +105,15 @@ int asprintf_safe(char **ret, const char *format, ...) {
         return 0;
 }
 
+int free_and_vasprintf(char **p, const char *format, va_list ap) {
+        free(*p);
+        if (vasprintf(p, format, ap) < 0) {
+                *p = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 void strv_free(char **l) {
         STRV_FOREACH(s, l)
                 free(*s);

@@ -6,6 +6,7 @@
  * global state; every allocating function returns NULL or -ENOMEM.
  */
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +49,8 @@ char *path_join_real(const char *first, ...);
 #define path_join(...) path_join_real(__VA_ARGS__, NULL)
 char *strstrip(char *s);
 int asprintf_safe(char **ret, const char *format, ...) _printf_(2, 3);
+/* Replaces *p (freed) with a newly formatted string; -ENOMEM leaves *p NULL. */
+int free_and_vasprintf(char **p, const char *format, va_list ap) _printf_(2, 0);
 
 /* NULL-terminated string vectors. */
 void strv_free(char **l);
