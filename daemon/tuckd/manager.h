@@ -7,11 +7,9 @@
 
 #include "engine.h"
 #include "heal.h"
+#include "tuck-bus.h"
 #include "tuckd-conf.h"
 
-#define TUCKD_BUS_NAME "org.tuck1"
-#define TUCKD_OBJECT_PATH "/org/tuck1"
-#define TUCKD_INTERFACE "org.tuck1.Manager"
 
 /* How many superseded overlays per hierarchy we remember as "ours" when
  * looking for namespaces left on an old generation. */
