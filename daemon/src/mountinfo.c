@@ -138,10 +138,6 @@ const char *mount_attr_to_string(uint64_t attr, char *buf, size_t size) {
         return buf;
 }
 
-static int compare_str(const void *a, const void *b) {
-        return strcmp(*(const char * const *) a, *(const char * const *) b);
-}
-
 int mount_table_submounts(struct libmnt_table *tb, int top_id, const char *target, char ***ret_relative) {
         _cleanup_strv_free_ char **l = calloc(1, sizeof(char *));
         struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
@@ -174,7 +170,7 @@ int mount_table_submounts(struct libmnt_table *tb, int top_id, const char *targe
         mnt_free_iter(it);
         if (r < 0)
                 return r;
-        qsort(l, strv_length(l), sizeof(char *), compare_str);
+        strv_sort(l);
         *ret_relative = TAKE_PTR(l);
         return 0;
 }

@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include <ctype.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,24 +300,23 @@ static int scan_process(Scan *s, pid_t pid) {
 int namespaces_scan(const char *root, const char *path, const dev_t *ours, size_t n_ours, NsScanFlags flags,
                     NamespaceView **ret, size_t *ret_n) {
         Scan s = { .root = root, .path = path, .ours = ours, .n_ours = n_ours, .flags = flags };
+        _cleanup_closedir_ DIR *d = NULL;
         struct stat st;
-        DIR *d;
         int r = 0;
 
         if (stat("/proc/self/ns/mnt", &st) < 0)
                 return -errno;
         s.self_ns = st.st_ino;
-        d = opendir("/proc");
+        d = opendir_at(AT_FDCWD, "/proc");
         if (!d)
                 return -errno;
-        for (struct dirent *de; r >= 0 && (de = readdir(d)); ) {
+        for (struct dirent *de; r >= 0 && (de = readdir_no_dot(d)); ) {
                 char *end;
                 long pid = strtol(de->d_name, &end, 10);
 
                 if (*end == 0 && pid > 0)
                         r = scan_process(&s, (pid_t) pid);
         }
-        closedir(d);
         if (r < 0) {
                 namespace_views_free(s.views, s.n_views);
                 return r;

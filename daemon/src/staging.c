@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
@@ -344,14 +343,12 @@ void staging_detach_orphans(Staging *s, const StagingTable *t) {
         static const char * const dirs[] = { "i", "o" };
 
         for (size_t k = 0; k < ELEMENTSOF(dirs); k++) {
-                DIR *d = opendir(dirs[k]);
+                _cleanup_closedir_ DIR *d = opendir_at(AT_FDCWD, dirs[k]);
 
-                if (!d)
-                        continue;
-                for (struct dirent *de; (de = readdir(d)); ) {
+                for (struct dirent *de; d && (de = readdir_no_dot(d)); ) {
                         _cleanup_free_ char *rel = NULL;
 
-                        if (de->d_name[0] == '.' || (streq(dirs[k], "i") && staging_table_has(t, de->d_name)))
+                        if (streq(dirs[k], "i") && staging_table_has(t, de->d_name))
                                 continue;
                         rel = path_join(dirs[k], de->d_name);
                         if (!rel)
@@ -359,7 +356,6 @@ void staging_detach_orphans(Staging *s, const StagingTable *t) {
                         log_debug("Detaching orphaned staging mount %s.", rel);
                         (void) staging_detach(s, rel);
                 }
-                closedir(d);
         }
 }
 

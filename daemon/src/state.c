@@ -7,6 +7,7 @@
 #include <sys/sysmacros.h>
 
 #include "mount-api.h"
+#include "mountinfo.h"
 #include "state.h"
 #include "util.h"
 
@@ -145,10 +146,9 @@ static dev_t parse_devnum(const char *s) {
 }
 
 static int jadd_dev(json_object *o, const char *key, dev_t d) {
-        char buf[32];
+        _cleanup_free_ char *s = format_devnum(d);
 
-        snprintf(buf, sizeof(buf), "%u:%u", major(d), minor(d));
-        return jadd_str(o, key, buf);
+        return s ? jadd_str(o, key, s) : -ENOMEM;
 }
 
 json_object *generation_to_json(const Generation *g) {
@@ -169,10 +169,7 @@ json_object *generation_to_json(const Generation *g) {
         jadd_dev(o, "overlay_dev", g->overlay_dev);
         json_object_object_add(o, "overlay_mount_id", json_object_new_uint64(g->overlay_mnt_id));
         jadd_dev(o, "base_dev", g->base_dev);
-        snprintf(buf, sizeof(buf), "%s%s%s%s",
-                 g->attr & MOUNT_ATTR_RDONLY ? "ro" : "rw", g->attr & MOUNT_ATTR_NOSUID ? ",nosuid" : "",
-                 g->attr & MOUNT_ATTR_NODEV ? ",nodev" : "", g->attr & MOUNT_ATTR_NOEXEC ? ",noexec" : "");
-        jadd_str(o, "flags", buf);
+        jadd_str(o, "flags", mount_attr_to_string(g->attr, buf, sizeof(buf)));
         json_object_object_add(o, "attr", json_object_new_uint64(g->attr));
         json_object_object_add(o, "window", json_object_new_boolean(g->window));
         for (size_t i = 0; i < g->n_layers; i++) {

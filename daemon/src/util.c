@@ -186,6 +186,14 @@ char **strv_split(const char *s, const char *separators) {
         return TAKE_PTR(l);
 }
 
+static int compare_strings(const void *a, const void *b) {
+        return strcmp(*(const char * const *) a, *(const char * const *) b);
+}
+
+void strv_sort(char **l) {
+        qsort(l, strv_length(l), sizeof(char *), compare_strings);
+}
+
 char *strv_join(char * const *l, const char *separator) {
         size_t n = 1, sl = strlen(separator);
         char *r, *p;
@@ -202,6 +210,27 @@ char *strv_join(char * const *l, const char *separator) {
                 p = stpcpy(p, l[i]);
         }
         return r;
+}
+
+DIR *opendir_at(int dir_fd, const char *path) {
+        _cleanup_close_ int fd = openat(dir_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
+        DIR *d;
+
+        if (fd < 0)
+                return NULL;
+        d = fdopendir(fd);
+        if (d)
+                TAKE_FD(fd);
+        return d;
+}
+
+struct dirent *readdir_no_dot(DIR *d) {
+        struct dirent *de;
+
+        while ((de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                        return de;
+        return NULL;
 }
 
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {

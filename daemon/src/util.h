@@ -6,6 +6,7 @@
  * global state; every allocating function returns NULL or -ENOMEM.
  */
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -63,7 +64,16 @@ int strv_consume(char ***l, char *value);
 char **strv_copy(char * const *l);
 char **strv_split(const char *s, const char *separators);
 char *strv_join(char * const *l, const char *separator);
+void strv_sort(char **l);
 #define STRV_FOREACH(s, l) for (typeof(*(l)) *s = (l); s && *s; s++)
+
+/* Directories. */
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
+#define _cleanup_closedir_ _cleanup_(closedirp)
+/* opendir() of dir_fd/path, O_CLOEXEC; NULL with errno set on failure. */
+DIR *opendir_at(int dir_fd, const char *path);
+/* readdir() without "." and "..". */
+struct dirent *readdir_no_dot(DIR *d);
 
 /* Files. */
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret);
