@@ -438,6 +438,7 @@ typedef struct SwapJob {
         int tree;                    /* the new overlay, detached */
         dev_t tree_dev;
         char *error;                 /* why a step failed */
+        bool exposed;                /* the window opened and stayed open: the base shows */
 } SwapJob;
 
 static void swap_job_done(SwapJob *j) {
@@ -633,8 +634,9 @@ static int swap_into_place(SwapJob *j) {
                 r = swap_on_top(j->tree, j->h->full);
                 what = "cannot attach the overlay";
         } else if (j->window) {
-                r = swap_window(j->tree, j->h->full, j->p->live.top_mnt_id);
-                what = "cannot replace the overlay";
+                r = swap_window(j->tree, j->h->full, j->p->live.top_mnt_id, &j->exposed);
+                what = j->exposed ? "unmounted the old overlay but cannot mount the new one" :
+                                    "cannot replace the overlay";
         } else {
                 r = swap_beneath(j->tree, j->h->full, j->p->live.top_mnt_id);
                 what = "cannot move the new overlay beneath the live one";
@@ -778,6 +780,9 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
                 r = call_before_swap(run, &j);
         if (r >= 0)
                 r = swap_into_place(&j);
+        if (r < 0 && j.exposed)
+                return hierarchy_report_set(hr, OUTCOME_FAILED, r, "%s; %s shows the base (--allow-window)",
+                                            j.error ?: strerror(-r), j.h->full);
         if (r < 0)
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "%s; generation %" PRIu64 " left in place",
                                             j.error ?: strerror(-r), j.old->number);
