@@ -217,12 +217,13 @@ static int verb_operation(TuckContext *c, const char *verb, Operation operation)
 }
 
 static int verb_list(TuckContext *c, const char *verb, Operation unused) {
+        _cleanup_free_ char *error = NULL;
         ImageList *l = NULL;
         int r;
 
-        r = tuck_list(c, &arg_options, &l);
+        r = tuck_list(c, &arg_options, &l, &error);
         if (r < 0)
-                return exit_status(log_error_errno(r, "Failed to list images: %m"));
+                return exit_status(log_error_errno(r, "Failed to list images: %s", error ?: strerror(-r)));
         if (arg_json)
                 r = print_json(image_list_to_json(l));
         else

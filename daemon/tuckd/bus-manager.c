@@ -79,14 +79,14 @@ static int method_unmerge(sd_bus_message *msg, void *userdata, sd_bus_error *err
         return method_verb(msg, userdata, ENGINE_UNMERGE, "Unmerge", error);
 }
 
-static int method_json(sd_bus_message *msg, Manager *m, int (*get)(Engine *, char **), const char *method,
-                       sd_bus_error *error) {
-        _cleanup_free_ char *json = NULL;
+static int method_json(sd_bus_message *msg, Manager *m, int (*get)(Engine *, char **, char **),
+                       const char *method, sd_bus_error *error) {
+        _cleanup_free_ char *json = NULL, *reason = NULL;
         int r;
 
-        r = get(m->engine, &json);
+        r = get(m->engine, &json, &reason);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "%s failed: %m", method);
+                return sd_bus_error_set_errnof(error, r, "%s failed: %s", method, reason ?: strerror(-r));
         return sd_bus_reply_method_return(msg, "s", json);
 }
 
