@@ -36,6 +36,43 @@ HealAction heal_plan(const NamespaceView *before, const NamespaceView *now, dev_
 }
 
 /*
+ * In the namespace, the host's rule: the new tree beneath the stale top,
+ * then the top goes; readers see old, then new, never the base.
+ */
+static int heal_swap_here(const char *path, int top_fd, int tree_fd) {
+        if (move_mount(tree_fd, "", top_fd, "",
+                       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
+                return errno;
+        if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+                return errno;
+        return 0;
+}
+
+/* In the namespace: the lost flags back on the top, in place. */
+static int heal_attr_here(int top_fd, uint64_t attr) {
+        struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK };
+
+        if (mount_setattr(top_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+                return errno;
+        return 0;
+}
+
+/* In the namespace: a private clone of the top, with its flags, mounted over it. */
+static int heal_pin_here(int top_fd, uint64_t attr) {
+        _cleanup_close_ int clone_fd = -EBADF;
+        struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK, .propagation = MS_PRIVATE };
+
+        clone_fd = open_tree(top_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        if (clone_fd < 0)
+                return errno;
+        if (mount_setattr(clone_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+                return errno;
+        if (move_mount(clone_fd, "", top_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return errno;
+        return 0;
+}
+
+/*
  * Runs in the forked child, inside the target namespace, rooted at its root.
  * Returns 0 or a positive errno (the child's exit status).
  */
@@ -56,38 +93,11 @@ static int heal_in_namespace(const NamespaceView *now, HealAction action, int tr
 
         switch (action) {
         case HEAL_SWAP:
-                /* Same rule as the host's swap: attach beneath the live top, then
-                 * drop the top; readers see old, then new, never the base. */
-                if (move_mount(tree_fd, "", top_fd, "",
-                               MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
-                        return errno;
-                top_fd = safe_close(top_fd);
-                if (umount2(now->path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-                        return errno;
-                return 0;
-
-        case HEAL_ATTR: {
-                struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK };
-
-                if (mount_setattr(top_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
-                        return errno;
-                return 0;
-        }
-
-        case HEAL_PIN: {
-                _cleanup_close_ int clone_fd = -EBADF;
-                struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK, .propagation = MS_PRIVATE };
-
-                clone_fd = open_tree(top_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-                if (clone_fd < 0)
-                        return errno;
-                if (mount_setattr(clone_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
-                        return errno;
-                if (move_mount(clone_fd, "", top_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                        return errno;
-                return 0;
-        }
-
+                return heal_swap_here(now->path, top_fd, tree_fd);
+        case HEAL_ATTR:
+                return heal_attr_here(top_fd, attr);
+        case HEAL_PIN:
+                return heal_pin_here(top_fd, attr);
         case HEAL_NONE:
         case _HEAL_ACTION_MAX:
                 break;
@@ -198,63 +208,62 @@ static const NamespaceView *find_before(const NamespaceView *before, size_t n, u
         return NULL;
 }
 
+/* After a swap: namespaces on an old overlay, and on the new one (propagation may have loosened its flags). */
+static int scan_after_swap(const char *root, const char *hierarchy, const dev_t *devs, size_t n_devs,
+                           dev_t new_dev, NamespaceView **ret, size_t *ret_n) {
+        _cleanup_free_ dev_t *all = malloc((n_devs + 1) * sizeof(dev_t));
+
+        if (!all)
+                return -ENOMEM;
+        memcpy(all, devs, n_devs * sizeof(dev_t));
+        all[n_devs] = new_dev;
+        return heal_snapshot(root, hierarchy, all, n_devs + 1, ret, ret_n);
+}
+
 int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
                     const dev_t *devs, size_t n_devs,
                     const NamespaceView *before, size_t n_before, bool heal,
                     HealReport **ret, size_t *ret_n) {
-        HealReport *reports = NULL;
+        HealReport *reports;
         NamespaceView *now = NULL;
         size_t n_now = 0, n = 0;
-        dev_t *all = NULL;
         struct stat st;
         int r;
 
         if (fstat(host_fd, &st) < 0)
                 return negative_errno();
-
-        /* Look for namespaces on an old overlay and on the new one (whose
-         * flags may have been loosened by propagation). */
-        all = malloc((n_devs + 1) * sizeof *all);
-        if (!all)
-                return -ENOMEM;
-        memcpy(all, devs, n_devs * sizeof *all);
-        all[n_devs] = st.st_dev;
-        r = heal_snapshot(root, hierarchy, all, n_devs + 1, &now, &n_now);
-        free(all);
+        r = scan_after_swap(root, hierarchy, devs, n_devs, st.st_dev, &now, &n_now);
         if (r < 0)
                 return r;
-
-        reports = calloc(n_now ? n_now : 1, sizeof *reports);
+        reports = calloc(n_now ?: 1, sizeof(HealReport));
         if (!reports) {
                 namespace_views_free(now, n_now);
                 return -ENOMEM;
         }
 
         for (size_t i = 0; i < n_now; i++) {
-                const NamespaceView *b = find_before(before, n_before, now[i].ns_ino);
-                HealAction a;
-
                 /* A namespace we did not see before the swap: its current flags
                  * are the best record of what it wants. */
-                a = heal_plan(b ?: &now[i], &now[i], st.st_dev);
+                const NamespaceView *b = find_before(before, n_before, now[i].ns_ino) ?: &now[i];
+                HealAction a = heal_plan(b, &now[i], st.st_dev);
+                HealReport *rep = &reports[n];
+
                 if (a == HEAL_NONE) {
                         namespace_view_done(&now[i]);
                         continue;
                 }
-
-                reports[n] = (HealReport) {
+                *rep = (HealReport) {
                         .view = now[i],
-                        .want_attr = (b ?: &now[i])->attr | (a == HEAL_SWAP ? now[i].attr : 0),
+                        .want_attr = b->attr | (a == HEAL_SWAP ? now[i].attr : 0),
                         .action = a,
                         .result = 1,
                 };
                 now[i] = (NamespaceView) {};
                 if (heal)
-                        reports[n].result = heal_apply(&reports[n].view, a, host_fd, reports[n].want_attr);
+                        rep->result = heal_apply(&rep->view, a, host_fd, rep->want_attr);
                 n++;
         }
         free(now);
-
         *ret = reports;
         *ret_n = n;
         return 0;
