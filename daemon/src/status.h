@@ -22,8 +22,8 @@ typedef struct ImageList {
         size_t n_generations;
 } ImageList;
 
-/* Discovers and inspects (mounting .raw images detached) every image. */
-int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret);
+/* Discovers and inspects (mounting .raw images detached) every image. On failure *ret_error says why. */
+int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_error);
 ImageList *image_list_free(ImageList *l);
 void image_list_print(const ImageList *l, FILE *f);
 json_object *image_list_to_json(const ImageList *l);
@@ -33,7 +33,7 @@ typedef struct HierarchyStatus {
         Generation generation;       /* number 0: never merged since boot */
         bool on_top;                 /* our overlay is the top mount here */
         uint64_t attr;               /* flags of the top mount here now */
-        NamespaceView *views;        /* every namespace that sees the root */
+        NamespaceView *views;        /* every namespace of the root (nsscan.h) */
         size_t n_views;
 } HierarchyStatus;
 

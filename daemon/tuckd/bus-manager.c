@@ -32,7 +32,7 @@ static int check_caller_is_root(sd_bus_message *msg, const char *method, sd_bus_
         if (euid != 0) {
                 const char *fields[] = { "TUCK_METHOD", method, NULL };
 
-                log_event(MESSAGE_ID_REFUSED, 4, fields,
+                log_event(MESSAGE_ID_REFUSED, LOG_WARNING, fields,
                           "%s refused: caller %s has uid %u, only root may change extensions.",
                           method, sd_bus_message_get_sender(msg) ?: "?", (unsigned) euid);
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
@@ -54,19 +54,16 @@ static int method_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const c
         r = sd_bus_message_read(msg, "t", &flags);
         if (r < 0)
                 return r;
-        if (flags & ~_ENGINE_FLAGS_ALL)
+        if (flags & ~_TUCK_BUS_FLAGS_ALL)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                          "Unknown flags 0x%llx for %s.",
-                                         (unsigned long long) (flags & ~_ENGINE_FLAGS_ALL), method);
+                                         (unsigned long long) (flags & ~_TUCK_BUS_FLAGS_ALL), method);
 
         snprintf(trigger, sizeof trigger, "D-Bus %s", method);
         r = manager_run(m, verb, flags, trigger, &reason);
         if (r < 0)
-                return sd_bus_error_setf(error, "org.tuck1.Error.Refused", "%s refused: %s",
+                return sd_bus_error_setf(error, TUCK_BUS_ERROR_REFUSED, "%s refused: %s",
                                          method, reason ?: strerror(-r));
-
-        (void) sd_bus_emit_properties_changed(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
-                                              "Generations", "RefreshCount", "HealCount", NULL);
         return sd_bus_reply_method_return(msg, "b", r > 0);
 }
 
@@ -82,14 +79,14 @@ static int method_unmerge(sd_bus_message *msg, void *userdata, sd_bus_error *err
         return method_verb(msg, userdata, ENGINE_UNMERGE, "Unmerge", error);
 }
 
-static int method_json(sd_bus_message *msg, Manager *m, int (*get)(Engine *, char **), const char *method,
-                       sd_bus_error *error) {
-        _cleanup_free_ char *json = NULL;
+static int method_json(sd_bus_message *msg, Manager *m, int (*get)(Engine *, char **, char **),
+                       const char *method, sd_bus_error *error) {
+        _cleanup_free_ char *json = NULL, *reason = NULL;
         int r;
 
-        r = get(m->engine, &json);
+        r = get(m->engine, &json, &reason);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "%s failed: %m", method);
+                return sd_bus_error_set_errnof(error, r, "%s failed: %s", method, reason ?: strerror(-r));
         return sd_bus_reply_method_return(msg, "s", json);
 }
 
@@ -182,16 +179,22 @@ static const sd_bus_vtable manager_vtable[] = {
 int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t old_gen, uint64_t new_gen) {
         if (!m->bus)
                 return 0;
-        (void) sd_bus_emit_properties_changed(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
+        (void) sd_bus_emit_properties_changed(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
                                               "Generations", NULL);
-        return sd_bus_emit_signal(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, "GenerationChanged",
+        return sd_bus_emit_signal(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, "GenerationChanged",
                                   "stt", hierarchy, old_gen, new_gen);
+}
+
+void manager_emit_counters(Manager *m) {
+        if (m->bus)
+                (void) sd_bus_emit_properties_changed(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
+                                                      "Generations", "RefreshCount", "HealCount", NULL);
 }
 
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome) {
         if (!m->bus)
                 return 0;
-        return sd_bus_emit_signal(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, "NamespaceStale",
+        return sd_bus_emit_signal(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, "NamespaceStale",
                                   "sussss" "s", hierarchy, (uint32_t) r->view.pid, r->view.comm,
                                   r->view.unit ?: "", r->view.machine ?: "",
                                   heal_action_to_string(r->action), outcome);
@@ -211,24 +214,13 @@ int manager_restart_unit(Manager *m, const char *unit) {
         return r;
 }
 
-static int on_name_acquired(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
-        Manager *m = userdata;
-        const sd_bus_error *e = sd_bus_message_get_error(reply);
-
-        if (e) {
-                /* Another tuckd owns it (or the policy forbids us): two daemons
-                 * must never swap the same hierarchies. */
-                log_error("Failed to acquire the bus name %s: %s", TUCKD_BUS_NAME, e->message);
-                return sd_event_exit(m->event, -EEXIST);
-        }
-        log_info("Acquired %s on the system bus.", TUCKD_BUS_NAME);
-        return 0;
-}
-
 static int on_bus_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
+        int r;
 
-        (void) manager_connect_bus(m);
+        r = manager_connect_bus(m);
+        if (r < 0)
+                return sd_event_exit(m->event, r);
         return 0;
 }
 
@@ -276,9 +268,9 @@ int manager_connect_bus(Manager *m) {
         }
         (void) sd_bus_set_description(m->bus, "tuckd");
 
-        r = sd_bus_add_object_vtable(m->bus, NULL, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, manager_vtable, m);
+        r = sd_bus_add_object_vtable(m->bus, NULL, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, manager_vtable, m);
         if (r < 0)
-                return log_error_errno(r, "Failed to register %s: %m", TUCKD_OBJECT_PATH);
+                return log_error_errno(r, "Failed to register %s: %m", TUCK_BUS_PATH);
 
         r = sd_bus_match_signal_async(m->bus, NULL, "org.freedesktop.DBus.Local", NULL,
                                       "org.freedesktop.DBus.Local", "Disconnected",
@@ -286,9 +278,13 @@ int manager_connect_bus(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to watch for bus disconnection: %m");
 
-        r = sd_bus_request_name_async(m->bus, NULL, TUCKD_BUS_NAME, 0, on_name_acquired, m);
+        /* Synchronously: READY=1 follows, and a unit ordered after us may call us then. If
+         * another tuckd owns the name (or the policy forbids it), we exit: two daemons must
+         * never swap the same hierarchies. */
+        r = sd_bus_request_name(m->bus, TUCK_BUS_NAME, 0);
         if (r < 0)
-                return log_error_errno(r, "Failed to request the bus name %s: %m", TUCKD_BUS_NAME);
+                return log_error_errno(r, "Failed to acquire the bus name %s: %m", TUCK_BUS_NAME);
+        log_info("Acquired %s on the system bus.", TUCK_BUS_NAME);
 
         r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)

@@ -182,8 +182,8 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, const EngineHooks *ho
         _cleanup_report_ Report *report = NULL;
         TuckHooks th = { .before_swap = hook_before, .after_swap = hook_after, .userdata = e };
         TuckOptions o = {
-                .force = flags & ENGINE_FORCE,
-                .allow_downgrade = flags & ENGINE_ALLOW_DOWNGRADE,
+                .force = flags & TUCK_BUS_FLAG_FORCE,
+                .allow_downgrade = flags & TUCK_BUS_FLAG_ALLOW_DOWNGRADE,
                 .hooks = &th,
         };
         int r;
@@ -213,7 +213,7 @@ static int json_to_string(json_object *o, char **ret) {
         return 0;
 }
 
-int engine_status_json(Engine *e, char **ret) {
+int engine_status_json(Engine *e, char **ret, char **ret_error) {
         Status *s = NULL;
         int r;
 
@@ -225,11 +225,11 @@ int engine_status_json(Engine *e, char **ret) {
         return r;
 }
 
-int engine_list_json(Engine *e, char **ret) {
+int engine_list_json(Engine *e, char **ret, char **ret_error) {
         ImageList *l = NULL;
         int r;
 
-        r = tuck_list(e->ctx, &(TuckOptions) {}, &l);
+        r = tuck_list(e->ctx, &(TuckOptions) {}, &l, ret_error);
         if (r < 0)
                 return r;
         r = json_to_string(image_list_to_json(l), ret);

@@ -77,7 +77,7 @@ Manager *manager_free(Manager *m) {
         sd_bus_flush_close_unref(m->bus);
         sd_event_unref(m->event);
         for (size_t i = 0; i < m->n_hierarchies; i++) {
-                ns_views_free(m->hierarchies[i].before, m->hierarchies[i].n_before);
+                namespace_views_free(m->hierarchies[i].before, m->hierarchies[i].n_before);
                 free(m->hierarchies[i].flags);
         }
         free(m->hierarchies);
@@ -182,7 +182,7 @@ static void on_before_swap(const EngineSwap *s, void *userdata) {
         size_t n = hierarchy_old_devs(m, s->hierarchy, s->old_dev, devs, ELEMENTSOF(devs));
         int r;
 
-        ns_views_free(h->before, h->n_before);
+        namespace_views_free(h->before, h->n_before);
         h->before = NULL;
         h->n_before = 0;
         if (n == 0)
@@ -221,7 +221,7 @@ static void log_namespace(Manager *m, const Hierarchy *h, uint64_t generation, c
 
         snprintf(pid, sizeof pid, "%d", (int) r->view.pid);
         log_event(r->result == 0 ? MESSAGE_ID_HEALED : MESSAGE_ID_STALE,
-                  r->result < 0 ? 3 /* LOG_ERR */ : r->result == 0 ? 6 /* LOG_INFO */ : 4 /* LOG_WARNING */,
+                  r->result < 0 ? LOG_ERR : r->result == 0 ? LOG_INFO : LOG_WARNING,
                   fields,
                   "%s: %s %s (pid %d, %s) did not follow generation %" PRIu64 " (%s, flags %s now %s): %s",
                   h->path, who, name, (int) r->view.pid, r->view.comm, generation,
@@ -239,10 +239,11 @@ static void log_generation(Manager *m, Hierarchy *h, uint64_t old_gen, uint64_t 
                 "TUCK_GENERATION", new,
                 NULL,
         };
-        EngineVerb v = m->running_verb;
+        EngineVerb v;
 
-        /* A refresh of a hierarchy that was not merged is its first merge, and
-         * one that ends with nothing merged an unmerge. */
+        /* Named by what happened, whatever verb ran: a refresh of a hierarchy
+         * that was not merged is its first merge, one that ends with nothing
+         * merged an unmerge. */
         if (new_gen == 0)
                 v = ENGINE_UNMERGE;
         else if (old_gen == 0)
@@ -252,9 +253,38 @@ static void log_generation(Manager *m, Hierarchy *h, uint64_t old_gen, uint64_t 
 
         snprintf(old, sizeof old, "%" PRIu64, old_gen);
         snprintf(new, sizeof new, "%" PRIu64, new_gen);
-        log_event(engine_verb_message_id[v], 6, fields, "%s: %s, generation %" PRIu64 " -> %" PRIu64 " (%s).",
+        log_event(engine_verb_message_id[v], LOG_INFO, fields, "%s: %s, generation %" PRIu64 " -> %" PRIu64 " (%s).",
                   h->path, engine_verb_past[v], old_gen, new_gen, m->running_trigger);
         h->logged = true;
+}
+
+/*
+ * What became of one namespace that did not follow: healed (or not) by
+ * heal_after_swap() already; under StalePolicy=restart its unit is
+ * restarted, once per unit and swap.
+ */
+static void stale_outcome(Manager *m, const HealReport *rep, char ***restarted, char *outcome, size_t size) {
+        int r;
+
+        if (rep->result == 0) {
+                m->heal_count++;
+                snprintf(outcome, size, "healed");
+        } else if (rep->result < 0)
+                snprintf(outcome, size, "heal failed: %s", strerror(-rep->result));
+        else if (m->config.stale_policy != STALE_POLICY_RESTART)
+                snprintf(outcome, size, "reported");
+        else if (!rep->view.unit)
+                snprintf(outcome, size, "not restarted: no unit");
+        else if (strv_contains(*restarted, rep->view.unit))
+                snprintf(outcome, size, "restart of %s requested", rep->view.unit);
+        else {
+                (void) strv_extend(restarted, rep->view.unit);
+                r = manager_restart_unit(m, rep->view.unit);
+                if (r < 0)
+                        snprintf(outcome, size, "restart of %s failed: %s", rep->view.unit, strerror(-r));
+                else
+                        snprintf(outcome, size, "restart of %s requested", rep->view.unit);
+        }
 }
 
 /* Find namespaces that do not show @h's current top (open at @fd) or lost
@@ -270,7 +300,7 @@ static void hierarchy_handle_stale(Manager *m, size_t idx, uint64_t generation, 
 
         n_devs = hierarchy_old_devs(m, idx, replaced, devs, ELEMENTSOF(devs));
         r = heal_after_swap(m->root, h->path, fd, devs, n_devs, h->before, h->n_before, heal, &reports, &n);
-        ns_views_free(h->before, h->n_before);
+        namespace_views_free(h->before, h->n_before);
         h->before = NULL;
         h->n_before = 0;
         if (r < 0) {
@@ -279,31 +309,10 @@ static void hierarchy_handle_stale(Manager *m, size_t idx, uint64_t generation, 
         }
 
         for (size_t i = 0; i < n; i++) {
-                HealReport *rep = reports + i;
                 char outcome[128];
 
-                if (rep->result == 0) {
-                        snprintf(outcome, sizeof outcome, "healed");
-                        m->heal_count++;
-                } else if (rep->result < 0)
-                        snprintf(outcome, sizeof outcome, "heal failed: %s", strerror(-rep->result));
-                else if (m->config.stale_policy == STALE_POLICY_RESTART) {
-                        if (!rep->view.unit)
-                                snprintf(outcome, sizeof outcome, "not restarted: no unit");
-                        else if (strv_contains(restarted, rep->view.unit))
-                                snprintf(outcome, sizeof outcome, "restart of %s requested", rep->view.unit);
-                        else {
-                                (void) strv_extend(&restarted, rep->view.unit);
-                                r = manager_restart_unit(m, rep->view.unit);
-                                if (r < 0)
-                                        snprintf(outcome, sizeof outcome, "restart of %s failed: %s",
-                                                 rep->view.unit, strerror(-r));
-                                else
-                                        snprintf(outcome, sizeof outcome, "restart of %s requested", rep->view.unit);
-                        }
-                } else
-                        snprintf(outcome, sizeof outcome, "reported");
-                log_namespace(m, h, generation, rep, outcome);
+                stale_outcome(m, &reports[i], &restarted, outcome, sizeof outcome);
+                log_namespace(m, h, generation, &reports[i], outcome);
         }
         heal_reports_free(reports, n);
 }
@@ -324,6 +333,8 @@ static void on_after_swap(const EngineSwap *s, void *userdata) {
  * left stale; on reload what StalePolicy=report left behind.
  */
 void manager_heal_now(Manager *m, const char *trigger) {
+        uint64_t healed = m->heal_count;
+
         for (size_t i = 0; i < m->n_hierarchies; i++) {
                 Hierarchy *h = m->hierarchies + i;
                 _cleanup_close_ int fd = -EBADF;
@@ -338,16 +349,32 @@ void manager_heal_now(Manager *m, const char *trigger) {
                         continue;
 
                 n = hierarchy_old_devs(m, i, h->current.dev, devs, ELEMENTSOF(devs));
-                ns_views_free(h->before, h->n_before);
+                namespace_views_free(h->before, h->n_before);
                 h->before = NULL;
                 h->n_before = 0;
                 r = heal_snapshot(m->root, h->path, devs, n, &h->before, &h->n_before);
-                if (r < 0)
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to scan mount namespaces for '%s': %m", h->path);
                         continue;
+                }
                 hierarchy_remember_flags(h);
                 m->running_trigger = trigger;
                 hierarchy_handle_stale(m, i, h->current.generation, 0, fd);
         }
+        if (m->heal_count != healed)
+                manager_emit_counters(m);
+}
+
+static void log_refused(EngineVerb verb, const char *trigger, const char *reason) {
+        const char *fields[] = {
+                "TUCK_VERB", engine_verb_to_string(verb),
+                "TUCK_TRIGGER", trigger,
+                "TUCK_REASON", reason,
+                NULL,
+        };
+
+        log_event(MESSAGE_ID_REFUSED, LOG_ERR, fields, "%s refused (%s): %s", engine_verb_to_string(verb), trigger,
+                  reason);
 }
 
 int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger, char **ret_error) {
@@ -383,20 +410,14 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
                 if (m->hierarchies[i].current.generation != old_gen[i] && !m->hierarchies[i].logged)
                         log_generation(m, m->hierarchies + i, old_gen[i], m->hierarchies[i].current.generation);
 
-        if (r < 0) {
-                const char *fields[] = {
-                        "TUCK_VERB", engine_verb_to_string(verb),
-                        "TUCK_TRIGGER", trigger,
-                        "TUCK_REASON", error ?: strerror(-r),
-                        NULL,
-                };
-
-                log_event(MESSAGE_ID_REFUSED, 3, fields, "%s refused (%s): %s",
-                          engine_verb_to_string(verb), trigger, error ?: strerror(-r));
-        } else if (changed == 0)
+        if (r < 0)
+                log_refused(verb, trigger, error ?: strerror(-r));
+        else if (changed == 0)
                 log_info("%s (%s): nothing to do.", engine_verb_to_string(verb), trigger);
 
         manager_notify_status(m);
+        /* Whatever triggered it (a call, a directory change, a reload): RefreshCount changed. */
+        manager_emit_counters(m);
         if (ret_error)
                 *ret_error = TAKE_PTR(error);
         return r < 0 ? r : changed;

@@ -7,11 +7,9 @@
 
 #include "engine.h"
 #include "heal.h"
+#include "tuck-bus.h"
 #include "tuckd-conf.h"
 
-#define TUCKD_BUS_NAME "org.tuck1"
-#define TUCKD_OBJECT_PATH "/org/tuck1"
-#define TUCKD_INTERFACE "org.tuck1.Manager"
 
 /* How many superseded overlays per hierarchy we remember as "ours" when
  * looking for namespaces left on an old generation. */
@@ -29,7 +27,7 @@ typedef struct Hierarchy {
         dev_t stale_devs[STALE_DEVS_MAX];
         size_t n_stale_devs;
         bool logged;                    /* this run's change is logged already */
-        NsView *before;                 /* snapshot taken before a swap */
+        NamespaceView *before;          /* snapshot taken before a swap */
         NsFlags *flags;                 /* per namespace, so a loosening seen under
                                          * report is still undone by a later heal */
         size_t n_flags;
@@ -92,6 +90,8 @@ int manager_images_busy(Manager *m, char **ret_path);
 int manager_connect_bus(Manager *m);
 int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t old_gen, uint64_t new_gen);
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome);
+/* PropertiesChanged for the properties every verb and heal may change. */
+void manager_emit_counters(Manager *m);
 int manager_restart_unit(Manager *m, const char *unit);
 
 /* log-journal.c: one structured journal entry per event, plus the readable line. */
