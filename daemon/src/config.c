@@ -72,23 +72,11 @@ int config_parse_boolean(const char *s) {
         return -EINVAL;
 }
 
-static int strv_from_const(char ***ret, const char * const *l) {
-        _cleanup_strv_free_ char **c = calloc(1, sizeof(char *));
-
-        if (!c)
-                return -ENOMEM;
-        for (; l && *l; l++)
-                if (strv_extend(&c, *l) < 0)
-                        return -ENOMEM;
-        *ret = TAKE_PTR(c);
-        return 0;
-}
-
 int config_init_defaults(TuckConfig *c) {
         *c = (TuckConfig) {};
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
-                if (strv_from_const(&c->search_dirs[k], image_class_info[k].search_dirs) < 0 ||
-                    strv_from_const(&c->hierarchies[k], image_class_info[k].hierarchies) < 0) {
+                if (!(c->search_dirs[k] = strv_copy((char * const *) image_class_info[k].search_dirs)) ||
+                    !(c->hierarchies[k] = strv_copy((char * const *) image_class_info[k].hierarchies))) {
                         config_done(c);
                         return -ENOMEM;
                 }

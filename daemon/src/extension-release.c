@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "env-file.h"
 #include "extension-release.h"
 #include "log.h"
@@ -128,15 +129,6 @@ bool image_name_is_valid(const char *name) {
         return true;
 }
 
-static bool parse_false(const char *s) {
-        static const char * const no[] = { "0", "no", "n", "false", "f", "off" };
-
-        for (size_t i = 0; i < ELEMENTSOF(no); i++)
-                if (strcasecmp(s, no[i]) == 0)
-                        return true;
-        return false;
-}
-
 /* Is this relaxed release file tagged user.extension-release.strict=false? */
 static bool relaxed(int dir_fd, const char *filename) {
         _cleanup_close_ int fd = -EBADF;
@@ -150,7 +142,7 @@ static bool relaxed(int dir_fd, const char *filename) {
         if (n < 0)
                 return false;   /* missing means strict */
         value[n] = 0;
-        return parse_false(strstrip(value));
+        return config_parse_boolean(strstrip(value)) == 0;
 }
 
 /*
@@ -158,19 +150,12 @@ static bool relaxed(int dir_fd, const char *filename) {
  * marked non-strict. Ambiguity is an error, not a guess.
  */
 static int find_relaxed(int release_fd, char **ret_filename) {
+        _cleanup_closedir_ DIR *d = opendir_at(release_fd, ".");
         _cleanup_free_ char *found = NULL;
-        DIR *d;
-        int dfd;
 
-        dfd = openat(release_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
+        if (!d)
                 return -errno;
-        d = fdopendir(dfd);
-        if (!d) {
-                safe_close(dfd);
-                return -errno;
-        }
-        for (struct dirent *de; (de = readdir(d)); ) {
+        for (struct dirent *de; (de = readdir_no_dot(d)); ) {
                 const char *suffix = startswith(de->d_name, "extension-release.");
                 struct stat st;
 
@@ -180,17 +165,12 @@ static int find_relaxed(int release_fd, char **ret_filename) {
                         continue;
                 if (!relaxed(release_fd, de->d_name))
                         continue;
-                if (found) {
-                        closedir(d);
+                if (found)
                         return -ENOTUNIQ;
-                }
                 found = strdup(de->d_name);
-                if (!found) {
-                        closedir(d);
+                if (!found)
                         return -ENOMEM;
-                }
         }
-        closedir(d);
         if (!found)
                 return -ENOENT;
         *ret_filename = TAKE_PTR(found);

@@ -1,18 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,11 +14,7 @@
 #include "macro.h"
 #include "mount-api.h"
 #include "mountinfo.h"
-#include "nsscan.h"
-
-#ifndef STATX_MNT_ID
-#define STATX_MNT_ID 0x00001000U
-#endif
+#include "util.h"
 
 static const char *const heal_action_table[_HEAL_ACTION_MAX] = {
         [HEAL_NONE] = "none",
@@ -37,200 +27,7 @@ const char *heal_action_to_string(HealAction a) {
         return a >= 0 && a < _HEAL_ACTION_MAX ? heal_action_table[a] : NULL;
 }
 
-void ns_view_done(NsView *v) {
-        if (!v)
-                return;
-        free(v->path);
-        free(v->unit);
-        free(v->machine);
-        *v = (NsView) {};
-}
-
-void ns_views_free(NsView *v, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                ns_view_done(v + i);
-        free(v);
-}
-
-static int openat2_in_root(int root_fd, const char *path, int flags) {
-        struct open_how how = {
-                .flags = flags | O_CLOEXEC,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        };
-
-        return RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof how));
-}
-
-static int proc_open(pid_t pid, const char *what, int flags) {
-        char p[64];
-
-        snprintf(p, sizeof p, "/proc/%d/%s", (int) pid, what);
-        return RET_NERRNO(open(p, flags | O_CLOEXEC));
-}
-
-static int fd_inode(int fd, uint64_t *ret_ino, dev_t *ret_dev) {
-        struct stat st;
-
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (ret_ino)
-                *ret_ino = st.st_ino;
-        if (ret_dev)
-                *ret_dev = st.st_dev;
-        return 0;
-}
-
-/* Top mount at an O_PATH fd: its id, its st_dev and its per-mount flags. */
-static int fd_mount_info(int fd, uint64_t *ret_mnt_id, dev_t *ret_dev, uint64_t *ret_attr) {
-        struct statx sx;
-        int r;
-
-        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) < 0)
-                return negative_errno();
-        if (!(sx.stx_mask & STATX_MNT_ID))
-                return -EOPNOTSUPP;
-        r = path_get_mount_attr(fd, "", ret_attr);
-        if (r < 0)
-                return r;
-
-        *ret_mnt_id = sx.stx_mnt_id;
-        *ret_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-        *ret_attr &= TUCK_ATTR_MASK;
-        return 0;
-}
-
-/* "/a/b/usr" under root "/a/b" → "usr"; root "/" → "usr". */
-static const char *path_relative_to_root(const char *root, const char *path) {
-        size_t n = strlen(root);
-
-        while (n > 0 && root[n - 1] == '/')
-                n--;
-        if (strncmp(path, root, n) != 0 || (path[n] != '/' && path[n] != 0))
-                return NULL;
-        path += n;
-        while (*path == '/')
-                path++;
-        return *path ? path : ".";
-}
-
-int ns_view_read(pid_t pid, const char *root, const char *hierarchy, NsView *ret) {
-        _cleanup_close_ int ns_fd = -EBADF, root_fd = -EBADF, fd = -EBADF;
-        NsView v = { .pid = pid };
-        struct stat our_root, their_root;
-        const char *path;
-        ssize_t l;
-        int r;
-
-        ns_fd = proc_open(pid, "ns/mnt", O_RDONLY);
-        if (ns_fd < 0)
-                return ns_fd;
-        r = fd_inode(ns_fd, &v.ns_ino, NULL);
-        if (r < 0)
-                return r;
-
-        root_fd = proc_open(pid, "root", O_PATH | O_DIRECTORY);
-        if (root_fd < 0)
-                return root_fd;
-        if (fstat(root_fd, &their_root) < 0 || stat("/", &our_root) < 0)
-                return negative_errno();
-        v.own_root = their_root.st_dev != our_root.st_dev || their_root.st_ino != our_root.st_ino;
-
-        /* A container names the hierarchy relative to its own root. */
-        path = v.own_root ? path_relative_to_root(root, hierarchy) : hierarchy;
-        if (!path)
-                return -EINVAL;
-        fd = openat2_in_root(root_fd, path, O_PATH | O_DIRECTORY);
-        if (fd < 0)
-                return fd;
-        r = fd_mount_info(fd, &v.mnt_id, &v.dev, &v.attr);
-        if (r < 0)
-                return r;
-
-        v.path = strdup(path);
-        if (!v.path)
-                return -ENOMEM;
-
-        fd = safe_close(fd);
-        fd = proc_open(pid, "comm", O_RDONLY);
-        if (fd >= 0) {
-                l = read(fd, v.comm, sizeof v.comm - 1);
-                v.comm[l > 0 ? l : 0] = 0;
-                v.comm[strcspn(v.comm, "\n")] = 0;
-        }
-        (void) process_identify(pid, &v.unit, &v.machine);
-
-        *ret = v;
-        return 0;
-}
-
-static bool dev_in(dev_t d, const dev_t *devs, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (devs[i] == d)
-                        return true;
-        return false;
-}
-
-static bool ns_seen(const NsView *views, size_t n, uint64_t ino) {
-        for (size_t i = 0; i < n; i++)
-                if (views[i].ns_ino == ino)
-                        return true;
-        return false;
-}
-
-int ns_views_scan(const char *root, const char *hierarchy, const dev_t *devs, size_t n_devs,
-                  NsView **ret, size_t *ret_n) {
-        NsView *views = NULL;
-        size_t n = 0;
-        uint64_t own_ns;
-        struct stat st;
-        struct dirent *de;
-        DIR *d;
-
-        if (stat("/proc/self/ns/mnt", &st) < 0)
-                return negative_errno();
-        own_ns = st.st_ino;
-
-        d = opendir("/proc");
-        if (!d)
-                return negative_errno();
-
-        while ((de = readdir(d))) {
-                NsView v;
-                char *end;
-                long pid = strtol(de->d_name, &end, 10);
-                char p[64];
-
-                if (*end || pid <= 0)
-                        continue;
-                /* Cheap dedupe before reading the whole view. */
-                snprintf(p, sizeof p, "/proc/%ld/ns/mnt", pid);
-                if (stat(p, &st) < 0 || st.st_ino == own_ns || ns_seen(views, n, st.st_ino))
-                        continue;
-                if (ns_view_read((pid_t) pid, root, hierarchy, &v) < 0)
-                        continue;       /* gone, a kernel thread, or no such path there */
-                if (!dev_in(v.dev, devs, n_devs)) {
-                        ns_view_done(&v);
-                        continue;
-                }
-
-                NsView *nv = realloc(views, (n + 1) * sizeof *views);
-                if (!nv) {
-                        ns_view_done(&v);
-                        closedir(d);
-                        ns_views_free(views, n);
-                        return -ENOMEM;
-                }
-                views = nv;
-                views[n++] = v;
-        }
-        closedir(d);
-
-        *ret = views;
-        *ret_n = n;
-        return 0;
-}
-
-HealAction heal_plan(const NsView *before, const NsView *now, dev_t new_dev) {
+HealAction heal_plan(const NamespaceView *before, const NamespaceView *now, dev_t new_dev) {
         if (now->dev != new_dev)
                 return HEAL_SWAP;
         if ((before->attr & ~now->attr) & TUCK_ATTR_MASK)
@@ -242,16 +39,16 @@ HealAction heal_plan(const NsView *before, const NsView *now, dev_t new_dev) {
  * Runs in the forked child, inside the target namespace, rooted at its root.
  * Returns 0 or a positive errno (the child's exit status).
  */
-static int heal_in_namespace(const NsView *now, HealAction action, int tree_fd, uint64_t attr) {
+static int heal_in_namespace(const NamespaceView *now, HealAction action, int tree_fd, uint64_t attr) {
         _cleanup_close_ int top_fd = -EBADF;
         uint64_t mnt_id, cur_attr;
         dev_t dev;
         int r;
 
-        top_fd = openat2_in_root(AT_FDCWD, now->path, O_PATH | O_DIRECTORY);
+        top_fd = openat_in_root(AT_FDCWD, now->path, O_PATH | O_DIRECTORY);
         if (top_fd < 0)
                 return -top_fd;
-        r = fd_mount_info(top_fd, &mnt_id, &dev, &cur_attr);
+        r = fd_get_mount(top_fd, &mnt_id, &dev, &cur_attr);
         if (r < 0)
                 return -r;
         if (mnt_id != now->mnt_id)
@@ -316,11 +113,11 @@ static int heal_make_tree(int host_fd, uint64_t attr) {
         return TAKE_FD(fd);
 }
 
-int heal_apply(const NsView *now, HealAction action, int host_fd, uint64_t attr) {
+int heal_apply(const NamespaceView *now, HealAction action, int host_fd, uint64_t attr) {
         _cleanup_close_ int ns_fd = -EBADF, root_fd = -EBADF, tree_fd = -EBADF;
-        uint64_t ino;
+        struct stat st;
         pid_t child;
-        int r, status;
+        int status;
 
         if (action == HEAL_NONE)
                 return 0;
@@ -330,10 +127,9 @@ int heal_apply(const NsView *now, HealAction action, int host_fd, uint64_t attr)
         ns_fd = proc_open(now->pid, "ns/mnt", O_RDONLY);
         if (ns_fd < 0)
                 return ns_fd;
-        r = fd_inode(ns_fd, &ino, NULL);
-        if (r < 0)
-                return r;
-        if (ino != now->ns_ino)
+        if (fstat(ns_fd, &st) < 0)
+                return -errno;
+        if (st.st_ino != now->ns_ino)
                 return -ESRCH;          /* the pid was reused by another namespace */
         root_fd = proc_open(now->pid, "root", O_PATH | O_DIRECTORY);
         if (root_fd < 0)
@@ -386,16 +182,16 @@ StalePolicy stale_policy_from_string(const char *s) {
 
 void heal_reports_free(HealReport *r, size_t n) {
         for (size_t i = 0; i < n; i++)
-                ns_view_done(&r[i].view);
+                namespace_view_done(&r[i].view);
         free(r);
 }
 
 int heal_snapshot(const char *root, const char *hierarchy, const dev_t *devs, size_t n_devs,
-                  NsView **ret, size_t *ret_n) {
-        return ns_views_scan(root, hierarchy, devs, n_devs, ret, ret_n);
+                  NamespaceView **ret, size_t *ret_n) {
+        return namespaces_scan(root, hierarchy, devs, n_devs, NSSCAN_ONLY_OURS | NSSCAN_SKIP_SELF, ret, ret_n);
 }
 
-static const NsView *find_before(const NsView *before, size_t n, uint64_t ns_ino) {
+static const NamespaceView *find_before(const NamespaceView *before, size_t n, uint64_t ns_ino) {
         for (size_t i = 0; i < n; i++)
                 if (before[i].ns_ino == ns_ino)
                         return before + i;
@@ -404,10 +200,10 @@ static const NsView *find_before(const NsView *before, size_t n, uint64_t ns_ino
 
 int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
                     const dev_t *devs, size_t n_devs,
-                    const NsView *before, size_t n_before, bool heal,
+                    const NamespaceView *before, size_t n_before, bool heal,
                     HealReport **ret, size_t *ret_n) {
         HealReport *reports = NULL;
-        NsView *now = NULL;
+        NamespaceView *now = NULL;
         size_t n_now = 0, n = 0;
         dev_t *all = NULL;
         struct stat st;
@@ -423,26 +219,26 @@ int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
                 return -ENOMEM;
         memcpy(all, devs, n_devs * sizeof *all);
         all[n_devs] = st.st_dev;
-        r = ns_views_scan(root, hierarchy, all, n_devs + 1, &now, &n_now);
+        r = heal_snapshot(root, hierarchy, all, n_devs + 1, &now, &n_now);
         free(all);
         if (r < 0)
                 return r;
 
         reports = calloc(n_now ? n_now : 1, sizeof *reports);
         if (!reports) {
-                ns_views_free(now, n_now);
+                namespace_views_free(now, n_now);
                 return -ENOMEM;
         }
 
         for (size_t i = 0; i < n_now; i++) {
-                const NsView *b = find_before(before, n_before, now[i].ns_ino);
+                const NamespaceView *b = find_before(before, n_before, now[i].ns_ino);
                 HealAction a;
 
                 /* A namespace we did not see before the swap: its current flags
                  * are the best record of what it wants. */
                 a = heal_plan(b ?: &now[i], &now[i], st.st_dev);
                 if (a == HEAL_NONE) {
-                        ns_view_done(&now[i]);
+                        namespace_view_done(&now[i]);
                         continue;
                 }
 
@@ -452,7 +248,7 @@ int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
                         .action = a,
                         .result = 1,
                 };
-                now[i] = (NsView) {};
+                now[i] = (NamespaceView) {};
                 if (heal)
                         reports[n].result = heal_apply(&reports[n].view, a, host_fd, reports[n].want_attr);
                 n++;
@@ -472,7 +268,7 @@ int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
  * the same place (ProtectSystem=full's read-only bind) receives nothing, and
  * pinning it would only keep the old overlay alive underneath.
  */
-static int view_top_would_receive(const NsView *v) {
+static int view_top_would_receive(const NamespaceView *v) {
         _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
         struct libmnt_fs *fs, *parent;
         const char *opt;
@@ -491,7 +287,7 @@ static int view_top_would_receive(const NsView *v) {
         return !(parent && mnt_fs_streq_target(parent, mnt_fs_get_target(fs)));
 }
 
-int heal_pin_loosenable(const NsView *views, size_t n, uint64_t host_attr) {
+int heal_pin_loosenable(const NamespaceView *views, size_t n, uint64_t host_attr) {
         int pinned = 0;
 
         for (size_t i = 0; i < n; i++) {

@@ -55,7 +55,6 @@ const ImageClassInfo image_class_info[_IMAGE_CLASS_MAX] = {
                 .forbidden_path = "usr/lib/os-release",
                 .only_top_dir = NULL,
                 .mount_attr = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
-                .image_mount_flags = MS_RDONLY | MS_NODEV,
         },
         [IMAGE_CONFEXT] = {
                 .name = "confext",
@@ -70,7 +69,6 @@ const ImageClassInfo image_class_info[_IMAGE_CLASS_MAX] = {
                 .forbidden_path = NULL,
                 .only_top_dir = "etc",
                 .mount_attr = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
-                .image_mount_flags = MS_RDONLY | MS_NODEV | MS_NOSUID | MS_NOEXEC,
         },
 };
 

@@ -31,7 +31,6 @@ typedef struct ImageClassInfo {
         const char *forbidden_path;       /* may not be shipped: "usr/lib/os-release" */
         const char *only_top_dir;         /* a confext carries nothing but "etc" */
         uint64_t mount_attr;              /* MOUNT_ATTR_* for every overlay of this class */
-        unsigned long image_mount_flags;  /* MS_* for the images' own file systems */
 } ImageClassInfo;
 
 extern const ImageClassInfo image_class_info[_IMAGE_CLASS_MAX];

@@ -99,23 +99,11 @@ int image_probe_type(const char *path, ImageType *ret, char **ret_fstype) {
 
 /* An empty directory masks same-named images in lower-priority directories. */
 static int dir_is_empty_at(int dir_fd, const char *name) {
-        _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d;
-        int r = 1;
+        _cleanup_closedir_ DIR *d = opendir_at(dir_fd, name);
 
-        if (fd < 0)
-                return -errno;
-        d = fdopendir(fd);
         if (!d)
                 return -errno;
-        TAKE_FD(fd);
-        for (struct dirent *de; (de = readdir(d)); )
-                if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
-                        r = 0;
-                        break;
-                }
-        closedir(d);
-        return r;
+        return !readdir_no_dot(d);
 }
 
 static Image *find_by_name(Image **images, size_t n, const char *name) {
@@ -190,8 +178,21 @@ static int discover_entry(const char *root, ImageClass c, const char *dir, int d
         return append(images, n, TAKE_PTR(i));
 }
 
-static int compare_entry(const void *a, const void *b) {
-        return strcmp(*(const char * const *) a, *(const char * const *) b);
+/* The entries of a search directory, sorted: a stable order within a directory. */
+static int list_dir(int dir_fd, char ***ret) {
+        _cleanup_closedir_ DIR *d = opendir_at(dir_fd, ".");
+        _cleanup_strv_free_ char **entries = calloc(1, sizeof(char *));
+
+        if (!d)
+                return -errno;
+        if (!entries)
+                return -ENOMEM;
+        for (struct dirent *de; (de = readdir_no_dot(d)); )
+                if (strv_extend(&entries, de->d_name) < 0)
+                        return -ENOMEM;
+        strv_sort(entries);
+        *ret = TAKE_PTR(entries);
+        return 0;
 }
 
 int images_discover(const char *root, ImageClass c, char * const *search_dirs,
@@ -201,12 +202,11 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
         int r = 0;
 
         STRV_FOREACH(dir, search_dirs) {
-                _cleanup_strv_free_ char **entries = calloc(1, sizeof(char *));
+                _cleanup_strv_free_ char **entries = NULL;
                 _cleanup_free_ char *path = path_join(root, *dir);
                 _cleanup_close_ int fd = -EBADF;
-                DIR *d;
 
-                if (!path || !entries) {
+                if (!path) {
                         r = -ENOMEM;
                         goto fail;
                 }
@@ -216,26 +216,10 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
                                 log_debug_errno(errno, "Cannot open search directory '%s', skipping: %m", path);
                         continue;
                 }
-                d = fdopendir(fd);
-                if (!d) {
-                        r = -errno;
+                r = list_dir(fd, &entries);
+                if (r < 0)
                         goto fail;
-                }
-                fd = dup(dirfd(d));
-                for (struct dirent *de; (de = readdir(d)); )
-                        if (strv_extend(&entries, de->d_name) < 0) {
-                                closedir(d);
-                                r = -ENOMEM;
-                                goto fail;
-                        }
-                closedir(d);
-                if (fd < 0) {
-                        r = -errno;
-                        goto fail;
-                }
-
-                /* Stable order within a directory; the order of the layers is decided later. */
-                qsort(entries, strv_length(entries), sizeof(char *), compare_entry);
+                /* The order of the layers is decided later, by version. */
                 STRV_FOREACH(e, entries) {
                         r = discover_entry(root, c, *dir, fd, *e, &images, &n);
                         if (r < 0)
@@ -312,35 +296,24 @@ static int set_reason(Image *i, const char *fmt, ...) {
         va_list ap;
         int r;
 
-        free(i->reason);
-        va_start(ap, fmt);
-        r = vasprintf(&i->reason, fmt, ap);
-        va_end(ap);
         i->valid = false;
-        return r < 0 ? -ENOMEM : 0;
+        va_start(ap, fmt);
+        r = free_and_vasprintf(&i->reason, fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 /* A confext touches only /etc: anything else at its top is refused. */
 static int check_only_top_dir(Image *i, int tree_fd, const char *only) {
-        _cleanup_close_ int fd = openat(tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d;
-        int r = 0;
+        _cleanup_closedir_ DIR *d = opendir_at(tree_fd, ".");
 
-        if (fd < 0)
-                return -errno;
-        d = fdopendir(fd);
         if (!d)
                 return -errno;
-        TAKE_FD(fd);
-        for (struct dirent *de; (de = readdir(d)); ) {
-                if (streq(de->d_name, ".") || streq(de->d_name, "..") || streq(de->d_name, only))
-                        continue;
-                r = set_reason(i, "a %s may only carry /%s, but it has /%s",
-                               image_class_to_string(i->class), only, de->d_name);
-                break;
-        }
-        closedir(d);
-        return r;
+        for (struct dirent *de; (de = readdir_no_dot(d)); )
+                if (!streq(de->d_name, only))
+                        return set_reason(i, "a %s may only carry /%s, but it has /%s",
+                                          image_class_to_string(i->class), only, de->d_name);
+        return 0;
 }
 
 /* overlayfs refuses a lower layer inside another one (-ELOOP). */

@@ -48,6 +48,14 @@ static inline void freep(void *p) {
 }
 
 #define _cleanup_close_ _cleanup_(closep)
+
+/* For pipe2() and socketpair() results: int p[2] = { -EBADF, -EBADF }. */
+static inline void close_pairp(int (*p)[2]) {
+        safe_close((*p)[0]);
+        safe_close((*p)[1]);
+}
+
+#define _cleanup_close_pair_ _cleanup_(close_pairp)
 #define _cleanup_free_ _cleanup_(freep)
 
 /* Define a cleanup function for a pointer type with a free function. */

@@ -113,6 +113,22 @@ int path_get_mount_attr(int dir_fd, const char *path, uint64_t *ret) {
         return 0;
 }
 
+int fd_get_mount(int fd, uint64_t *ret_mnt_id, dev_t *ret_dev, uint64_t *ret_attr) {
+        struct statx sx;
+        int r;
+
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) < 0)
+                return -errno;
+        if (!(sx.stx_mask & STATX_MNT_ID))
+                return -EOPNOTSUPP;
+        r = path_get_mount_attr(fd, "", ret_attr);
+        if (r < 0)
+                return r;
+        *ret_mnt_id = sx.stx_mnt_id;
+        *ret_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+        return 0;
+}
+
 const char *mount_attr_to_string(uint64_t attr, char *buf, size_t size) {
         snprintf(buf, size, "%s%s%s%s",
                  attr & MOUNT_ATTR_RDONLY ? "ro" : "rw",
@@ -120,10 +136,6 @@ const char *mount_attr_to_string(uint64_t attr, char *buf, size_t size) {
                  attr & MOUNT_ATTR_NODEV ? ",nodev" : "",
                  attr & MOUNT_ATTR_NOEXEC ? ",noexec" : "");
         return buf;
-}
-
-static int compare_str(const void *a, const void *b) {
-        return strcmp(*(const char * const *) a, *(const char * const *) b);
 }
 
 int mount_table_submounts(struct libmnt_table *tb, int top_id, const char *target, char ***ret_relative) {
@@ -158,7 +170,7 @@ int mount_table_submounts(struct libmnt_table *tb, int top_id, const char *targe
         mnt_free_iter(it);
         if (r < 0)
                 return r;
-        qsort(l, strv_length(l), sizeof(char *), compare_str);
+        strv_sort(l);
         *ret_relative = TAKE_PTR(l);
         return 0;
 }

@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include <ctype.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,14 +21,6 @@ static const char * const ns_view_state_table[_NS_VIEW_STATE_MAX] = {
 
 const char *ns_view_state_to_string(NsViewState s) {
         return s < _NS_VIEW_STATE_MAX ? ns_view_state_table[s] : NULL;
-}
-
-void namespace_views_free(NamespaceView *v, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(v[i].unit);
-                free(v[i].machine);
-        }
-        free(v);
 }
 
 /* systemd escapes '-' in unit names as \x2d. */
@@ -130,7 +120,7 @@ int process_identify(pid_t pid, char **ret_unit, char **ret_machine) {
         return 0;
 }
 
-static void read_comm(pid_t pid, char comm[static 17]) {
+static void read_comm(pid_t pid, char comm[static 16]) {
         _cleanup_free_ char *text = NULL;
         char path[64];
 
@@ -139,11 +129,206 @@ static void read_comm(pid_t pid, char comm[static 17]) {
                 strcpy(comm, "?");
                 return;
         }
-        snprintf(comm, 17, "%s", strstrip(text));
+        snprintf(comm, 16, "%s", strstrip(text));
 }
 
-static void classify(NamespaceView *v, const Generation *g) {
+void namespace_view_done(NamespaceView *v) {
+        free(v->unit);
+        free(v->machine);
+        free(v->path);
+        *v = (NamespaceView) {};
+}
+
+void namespace_views_free(NamespaceView *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                namespace_view_done(&v[i]);
+        free(v);
+}
+
+static bool same_inode(const struct stat *a, const struct stat *b) {
+        return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* "/a/b/usr" under root "/a/b" -> "usr"; under root "/" -> "usr". */
+static const char *path_relative_to_root(const char *root, const char *path) {
+        size_t n = strlen(root);
+
+        while (n > 0 && root[n - 1] == '/')
+                n--;
+        if (strncmp(path, root, n) != 0 || (path[n] != '/' && path[n] != 0))
+                return NULL;
+        path += n;
+        path += strspn(path, "/");
+        return *path ? path : ".";
+}
+
+/* Does the process whose root is root_fd see our root prefix as the same directory? */
+static bool sees_root(int root_fd, const char *root) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat ours, theirs;
+
+        if (streq(root, "/"))
+                return true;
+        fd = openat_in_root(root_fd, root, O_PATH | O_DIRECTORY);
+        return fd >= 0 && fstat(fd, &theirs) == 0 && stat(root, &ours) == 0 && same_inode(&ours, &theirs);
+}
+
+/* The mount side of a view; with ret_sees_root, whether the process sees our root prefix. */
+static int view_read_mount(pid_t pid, const char *root, const char *path, NamespaceView *v,
+                           bool *ret_sees_root) {
+        _cleanup_close_ int ns_fd = -EBADF, root_fd = -EBADF, fd = -EBADF;
+        struct stat st, slash;
+        const char *name;
+        int r;
+
+        *v = (NamespaceView) { .pid = pid, .n_processes = 1 };
+        ns_fd = proc_open(pid, "ns/mnt", O_RDONLY);
+        if (ns_fd < 0)
+                return ns_fd;
+        if (fstat(ns_fd, &st) < 0)
+                return -errno;
+        v->ns_ino = st.st_ino;
+
+        root_fd = proc_open(pid, "root", O_PATH | O_DIRECTORY);
+        if (root_fd < 0)
+                return root_fd;
+        if (fstat(root_fd, &st) < 0 || stat("/", &slash) < 0)
+                return -errno;
+        v->own_root = !same_inode(&st, &slash);
+
+        /* A container names the hierarchy relative to its own root. */
+        name = v->own_root ? path_relative_to_root(root, path) : path;
+        if (!name)
+                return -EINVAL;
+        fd = openat_in_root(root_fd, name, O_PATH | O_DIRECTORY);
+        if (fd < 0)
+                return fd;
+        r = fd_get_mount(fd, &v->mnt_id, &v->dev, &v->attr);
+        if (r < 0)
+                return r;
+        v->path = strdup(name);
+        if (!v->path)
+                return -ENOMEM;
+        if (ret_sees_root)
+                *ret_sees_root = !v->own_root && sees_root(root_fd, root);
+        return 0;
+}
+
+/* Who it is: comm, unit, machine (best effort). */
+static void view_identify(NamespaceView *v) {
+        read_comm(v->pid, v->comm);
+        (void) process_identify(v->pid, &v->unit, &v->machine);
+}
+
+int namespace_view_read(pid_t pid, const char *root, const char *path, NamespaceView *ret) {
+        NamespaceView v;
+        int r;
+
+        r = view_read_mount(pid, root, path, &v, NULL);
+        if (r < 0) {
+                namespace_view_done(&v);
+                return r;
+        }
+        view_identify(&v);
+        *ret = v;
+        return 0;
+}
+
+static bool dev_in(dev_t d, const dev_t *devs, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (devs[i] == d)
+                        return true;
+        return false;
+}
+
+static NamespaceView *find_view(NamespaceView *views, size_t n, uint64_t ns_ino) {
+        for (size_t i = 0; i < n; i++)
+                if (views[i].ns_ino == ns_ino)
+                        return &views[i];
+        return NULL;
+}
+
+typedef struct Scan {
+        const char *root, *path;
+        const dev_t *ours;
+        size_t n_ours;
+        NsScanFlags flags;
+        uint64_t self_ns;
+        NamespaceView *views;
+        size_t n_views;
+} Scan;
+
+/* One process: counted if its namespace is known, else read and kept if it belongs. */
+static int scan_process(Scan *s, pid_t pid) {
+        NamespaceView v, *known, *a;
+        bool root_seen, ours;
+        char ns_path[64];
+        struct stat st;
+
+        snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/mnt", (int) pid);
+        if (stat(ns_path, &st) < 0)
+                return 0;       /* gone, or a kernel thread */
+        known = find_view(s->views, s->n_views, st.st_ino);
+        if (known) {
+                known->n_processes++;
+                return 0;
+        }
+        if ((s->flags & NSSCAN_SKIP_SELF) && st.st_ino == s->self_ns)
+                return 0;
+
+        if (view_read_mount(pid, s->root, s->path, &v, &root_seen) < 0) {
+                namespace_view_done(&v);
+                return 0;       /* vanished, or has no such directory */
+        }
+        ours = dev_in(v.dev, s->ours, s->n_ours);
+        if (!ours && ((s->flags & NSSCAN_ONLY_OURS) || !root_seen)) {
+                namespace_view_done(&v);
+                return 0;       /* not one of this root's namespaces */
+        }
+        view_identify(&v);
+
+        a = realloc(s->views, sizeof(NamespaceView) * (s->n_views + 1));
+        if (!a) {
+                namespace_view_done(&v);
+                return -ENOMEM;
+        }
+        s->views = a;
+        s->views[s->n_views++] = v;
+        return 0;
+}
+
+int namespaces_scan(const char *root, const char *path, const dev_t *ours, size_t n_ours, NsScanFlags flags,
+                    NamespaceView **ret, size_t *ret_n) {
+        Scan s = { .root = root, .path = path, .ours = ours, .n_ours = n_ours, .flags = flags };
+        _cleanup_closedir_ DIR *d = NULL;
+        struct stat st;
+        int r = 0;
+
+        if (stat("/proc/self/ns/mnt", &st) < 0)
+                return -errno;
+        s.self_ns = st.st_ino;
+        d = opendir_at(AT_FDCWD, "/proc");
+        if (!d)
+                return -errno;
+        for (struct dirent *de; r >= 0 && (de = readdir_no_dot(d)); ) {
+                char *end;
+                long pid = strtol(de->d_name, &end, 10);
+
+                if (*end == 0 && pid > 0)
+                        r = scan_process(&s, (pid_t) pid);
+        }
+        if (r < 0) {
+                namespace_views_free(s.views, s.n_views);
+                return r;
+        }
+        *ret = s.views;
+        *ret_n = s.n_views;
+        return 0;
+}
+
+void namespace_view_classify(NamespaceView *v, const Generation *g) {
         v->state = NS_VIEW_FOREIGN;
+        v->generation = 0;
         if (!g)
                 return;
         if (g->merged && v->dev == g->overlay_dev) {
@@ -161,108 +346,24 @@ static void classify(NamespaceView *v, const Generation *g) {
                 v->state = NS_VIEW_BASE;
 }
 
-/* Does this process see our root prefix (the same directory), and is its root ours? */
-static bool sees_root(pid_t pid, const char *root, const struct stat *root_st, const struct stat *slash_st,
-                      bool *ret_own_root) {
-        _cleanup_free_ char *p = NULL;
-        char proc_root[64];
-        struct stat st;
-
-        snprintf(proc_root, sizeof(proc_root), "/proc/%d/root", (int) pid);
-        if (stat(proc_root, &st) < 0)
-                return false;
-        *ret_own_root = st.st_dev != slash_st->st_dev || st.st_ino != slash_st->st_ino;
-        if (streq(root, "/"))
-                return true;
-        p = path_join(proc_root, root);
-        return p && stat(p, &st) == 0 && st.st_dev == root_st->st_dev && st.st_ino == root_st->st_ino;
-}
-
-static int read_view(pid_t pid, const char *root, const char *hierarchy, NamespaceView *v) {
-        _cleanup_free_ char *path = NULL;
-        char proc_root[64];
-        struct statx sx;
+int nsscan_hierarchy(const char *root, const char *path, const Generation *g,
+                     NamespaceView **ret, size_t *ret_n) {
+        dev_t ours[GENERATION_HISTORY_MAX + 2];
+        size_t n_ours = 0;
         int r;
 
-        snprintf(proc_root, sizeof(proc_root), "/proc/%d/root", (int) pid);
-        path = path_join(proc_root, v->own_root ? "/" : root, hierarchy);
-        if (!path)
-                return -ENOMEM;
-        if (statx(AT_FDCWD, path, AT_NO_AUTOMOUNT, STATX_MNT_ID | STATX_INO, &sx) < 0)
-                return -errno;
-        v->dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-        v->mnt_id = sx.stx_mnt_id;
-        r = path_get_mount_attr(AT_FDCWD, path, &v->attr);
+        /* Ours: the overlay (current, or the last one after an unmerge), the older ones, the base. */
+        if (g->overlay_dev != 0)
+                ours[n_ours++] = g->overlay_dev;
+        for (size_t i = 0; i < g->n_history && i < GENERATION_HISTORY_MAX; i++)
+                ours[n_ours++] = g->history[i].dev;
+        if (g->base_dev != 0)
+                ours[n_ours++] = g->base_dev;
+
+        r = namespaces_scan(root, path, ours, n_ours, 0, ret, ret_n);
         if (r < 0)
                 return r;
-        v->pid = pid;
-        read_comm(pid, v->comm);
-        (void) process_identify(pid, &v->unit, &v->machine);
-        return 0;
-}
-
-int nsscan_hierarchy(const char *root, const char *hierarchy, const Generation *g,
-                     NamespaceView **ret, size_t *ret_n) {
-        NamespaceView *views = NULL;
-        size_t n = 0;
-        struct stat root_st, slash_st;
-        DIR *d;
-        int r = 0;
-
-        if (stat(root, &root_st) < 0 || stat("/", &slash_st) < 0)
-                return -errno;
-        d = opendir("/proc");
-        if (!d)
-                return -errno;
-
-        for (struct dirent *de; (de = readdir(d)); ) {
-                char ns_path[64];
-                struct stat st;
-                NamespaceView v = {};
-                NamespaceView *a;
-                bool seen = false;
-                pid_t pid;
-
-                if (!isdigit((unsigned char) de->d_name[0]))
-                        continue;
-                pid = (pid_t) atoi(de->d_name);
-                snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/mnt", (int) pid);
-                if (stat(ns_path, &st) < 0)
-                        continue;   /* gone, or a kernel thread */
-                for (size_t i = 0; i < n; i++)
-                        if (views[i].ns_ino == st.st_ino) {
-                                views[i].n_processes++;
-                                seen = true;
-                                break;
-                        }
-                if (seen)
-                        continue;
-                v.ns_ino = st.st_ino;
-                v.n_processes = 1;
-                if (!sees_root(pid, root, &root_st, &slash_st, &v.own_root))
-                        continue;
-                if (read_view(pid, root, hierarchy, &v) < 0) {
-                        free(v.unit);
-                        free(v.machine);
-                        continue;   /* vanished, or has no such directory */
-                }
-                classify(&v, g);
-                a = realloc(views, sizeof(NamespaceView) * (n + 1));
-                if (!a) {
-                        free(v.unit);
-                        free(v.machine);
-                        r = -ENOMEM;
-                        break;
-                }
-                views = a;
-                views[n++] = v;
-        }
-        closedir(d);
-        if (r < 0) {
-                namespace_views_free(views, n);
-                return r;
-        }
-        *ret = views;
-        *ret_n = n;
+        for (size_t i = 0; i < *ret_n; i++)
+                namespace_view_classify(&(*ret)[i], g);
         return 0;
 }

@@ -2,17 +2,26 @@
 #pragma once
 
 /*
- * The namespace scan: which mount namespaces see which generation of a
- * hierarchy. Every mount namespace on the machine is found through
- * /proc/[pid]/ns/mnt (deduplicated by inode), and its view of the hierarchy
- * is read through /proc/PID/root/<hierarchy> (statx: the device and mount
- * ID of its top mount there; statvfs: its flags), so scanning never enters a
- * namespace. A namespace is identified by one of its processes, that
- * process's comm, its systemd unit (from /proc/PID/cgroup) and, for a
- * systemd-nspawn container, the machine name.
+ * The namespace scan: what every mount namespace on the machine sees at a
+ * hierarchy. Namespaces are found through /proc/PID/ns/mnt (deduplicated by
+ * inode) and read through the process's own root: the hierarchy is opened
+ * with openat2(RESOLVE_IN_ROOT) below /proc/PID/root, so a symlink inside a
+ * container resolves inside it, and scanning never enters a namespace
+ * (statx: device and mount ID of the top mount there; statvfs: its flags).
+ * A namespace is named by one of its processes, that process's comm, its
+ * systemd unit (from /proc/PID/cgroup) and, for a systemd-nspawn container,
+ * the machine name.
  *
- * tuckd builds healing on this: NS_VIEW_STALE namespaces still see an older
- * overlay (a ProtectSystem= read-only bind keeps it forever).
+ * Two users: tuckctl status classifies every view against the generation
+ * record (NS_VIEW_*), and tuckd's healing (heal.c) takes the views that
+ * still show one of our older overlays.
+ *
+ * The root prefix (tests; "/" on a real host): a namespace that shares our
+ * root names the hierarchy as we do, PREFIX/usr; a container with its own
+ * root names it as configured, /usr, inside its root. With a prefix, a scan
+ * keeps the namespaces of that test host only: those that see the prefix
+ * directory itself, and any namespace (a container's included) whose view is
+ * one of the overlays or bases the caller knows as ours.
  */
 
 #include <stdbool.h>
@@ -30,30 +39,51 @@ typedef enum NsViewState {
 } NsViewState;
 
 typedef struct NamespaceView {
-        uint64_t ns_ino;         /* inode of /proc/PID/ns/mnt */
+        uint64_t ns_ino;         /* inode of /proc/PID/ns/mnt: one view per namespace */
         pid_t pid;               /* the first process found in it */
         unsigned n_processes;
-        char comm[17];
+        char comm[16];
         char *unit;              /* "foo.service", or NULL */
         char *machine;           /* nspawn machine name, or NULL */
         bool own_root;           /* its root is not ours (a container) */
-        dev_t dev;               /* st_dev at the hierarchy */
+        char *path;              /* the hierarchy as this namespace names it, below its root */
+        dev_t dev;               /* st_dev at the hierarchy: identifies the overlay */
         uint64_t mnt_id;         /* its top mount at the hierarchy */
         uint64_t attr;           /* MOUNT_ATTR_* of that mount (TUCK_ATTR_MASK) */
-        NsViewState state;
+        NsViewState state;       /* set by namespace_view_classify() */
         uint64_t generation;     /* for STALE/CURRENT: which generation it sees */
 } NamespaceView;
 
 const char *ns_view_state_to_string(NsViewState s);
 
+void namespace_view_done(NamespaceView *v);
 void namespace_views_free(NamespaceView *v, size_t n);
 
 /*
- * One view per mount namespace that can see root (the --root prefix; "/"
- * means every namespace), of the hierarchy (without root prefix, e.g.
- * "/usr"), classified against generation g.
+ * PID's view of the hierarchy at @path (root prefix applied, where it is
+ * mounted in our namespace). -ENOENT and friends when the process is gone or
+ * has no such directory.
  */
-int nsscan_hierarchy(const char *root, const char *hierarchy, const Generation *g,
+int namespace_view_read(pid_t pid, const char *root, const char *path, NamespaceView *ret);
+
+typedef enum NsScanFlags {
+        NSSCAN_ONLY_OURS = 1 << 0,   /* only views showing one of @ours (healing) */
+        NSSCAN_SKIP_SELF = 1 << 1,   /* not our own namespace (the swap itself took care of it) */
+} NsScanFlags;
+
+/*
+ * One view per mount namespace of the root (see above) at @path; @ours are
+ * the st_devs of our overlays and bases of that hierarchy. Processes that
+ * vanish while scanning are skipped.
+ */
+int namespaces_scan(const char *root, const char *path, const dev_t *ours, size_t n_ours, NsScanFlags flags,
+                    NamespaceView **ret, size_t *ret_n);
+
+/* What a view shows, against generation record @g (NULL: never merged). */
+void namespace_view_classify(NamespaceView *v, const Generation *g);
+
+/* Every namespace of the root at hierarchy @path, classified against @g (tuckctl status). */
+int nsscan_hierarchy(const char *root, const char *path, const Generation *g,
                      NamespaceView **ret, size_t *ret_n);
 
 /*

@@ -9,7 +9,9 @@
 #include "log.h"
 #include "loop.h"
 #include "mount-api.h"
+#include "mountinfo.h"
 #include "overlay.h"
+#include "swap.h"
 #include "util.h"
 
 static int mount_raw_detached(const Image *i, uint64_t attr, int *ret_fd, char **ret_loop) {
@@ -89,6 +91,74 @@ int overlay_options(char * const *lowers, char **ret) {
         if ((long) strlen(options) >= page)
                 return -E2BIG;
         *ret = TAKE_PTR(options);
+        return 0;
+}
+
+void submounts_free(Submount *s, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(s[i].relative);
+                safe_close(s[i].fd);
+        }
+        free(s);
+}
+
+/* A recursive clone of the mount at path, private while it waits in the staging namespace. */
+static int submount_clone_one(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (fd < 0)
+                return -errno;
+        /* Attached beneath a shared parent, the new tree gets fresh peer groups and
+         * propagates to the slaves like any new mount. */
+        r = mount_make_private(fd, true);
+        if (r < 0)
+                return r;
+        return TAKE_FD(fd);
+}
+
+int submounts_clone(const char *path, Submount **ret, size_t *ret_n, char **ret_error) {
+        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
+        _cleanup_strv_free_ char **rels = NULL;
+        Submount *s;
+        size_t n = 0;
+        uint64_t id;
+        int r;
+
+        r = mount_table_read(0, &tb);
+        if (r < 0)
+                return r;
+        r = path_get_mnt_id(AT_FDCWD, path, &id);
+        if (r < 0)
+                return r;
+        r = mount_table_submounts(tb, (int) id, path, &rels);
+        if (r < 0)
+                return r;
+        s = calloc(strv_length(rels) ?: 1, sizeof(Submount));
+        if (!s)
+                return -ENOMEM;
+        STRV_FOREACH(rel, rels) {
+                _cleanup_free_ char *p = path_join(path, *rel);
+                Submount *m = &s[n++];
+
+                *m = (Submount) { .relative = strdup(*rel), .fd = -EBADF };
+                if (!p || !m->relative) {
+                        r = -ENOMEM;
+                        break;
+                }
+                r = m->fd = submount_clone_one(p);
+                if (r < 0) {
+                        (void) asprintf_safe(ret_error, "cannot clone nested mount '%s': %s", p, strerror(-r));
+                        break;
+                }
+        }
+        if (r < 0) {
+                submounts_free(s, n);
+                return r;
+        }
+        *ret = s;
+        *ret_n = n;
         return 0;
 }
 

@@ -32,6 +32,13 @@ typedef struct Submount {
         int fd;              /* detached recursive clone of the original */
 } Submount;
 
+/*
+ * The mounts nested below the hierarchy at path (/opt/foo below /opt), as
+ * detached private recursive clones, to re-attach on the new tree.
+ */
+int submounts_clone(const char *path, Submount **ret, size_t *ret_n, char **ret_error);
+void submounts_free(Submount *s, size_t n);
+
 typedef struct OverlaySpec {
         const char *hid;             /* assembled at o/<hid> */
         char **lowers;               /* relative to the staging root, top first, base last */

@@ -50,11 +50,10 @@ static int refuse(HierarchyPlan *h, int error, const char *fmt, ...) {
 
         h->action = PLAN_REFUSE;
         h->error = error;
-        free(h->reason);
         va_start(ap, fmt);
-        r = vasprintf(&h->reason, fmt, ap);
+        r = free_and_vasprintf(&h->reason, fmt, ap);
         va_end(ap);
-        return r < 0 ? -ENOMEM : 0;
+        return r;
 }
 
 static int set_reason(HierarchyPlan *h, const char *fmt, ...) _printf_(2, 3);
@@ -62,11 +61,10 @@ static int set_reason(HierarchyPlan *h, const char *fmt, ...) {
         va_list ap;
         int r;
 
-        free(h->reason);
         va_start(ap, fmt);
-        r = vasprintf(&h->reason, fmt, ap);
+        r = free_and_vasprintf(&h->reason, fmt, ap);
         va_end(ap);
-        return r < 0 ? -ENOMEM : 0;
+        return r;
 }
 
 static bool image_carries(const Image *i, const char *hierarchy) {

@@ -3,15 +3,17 @@
 /*
  * The refresh: how tuck replaces the extension overlay of /usr, /opt and /etc
  * without a moment where anyone sees the bare base. merge, refresh and
- * unmerge are one algorithm:
+ * unmerge are one algorithm (run_steps()):
  *
+ *   0. prepare     take the lock, open the staging namespace (staging.c) and
+ *                  drop what a killed run left there, read what is recorded
  *   1. discover    images in the search directories (image.c)
  *   2. inspect     mount each new image detached and read its release file;
  *                  unchanged images are read where they are already staged
  *   3. observe     each hierarchy: our generation record, and what is on top now
  *   4. plan        per hierarchy, keep / merge / refresh / take over / unmerge /
  *                  refuse (plan.c: policy, anti-downgrade, no-op)
- *   5. execute     per hierarchy, independently:
+ *   5. execute     per hierarchy, independently (execute_swap()):
  *        a. base     capture it once, before the first merge: a private clone,
  *                    peeled out from under systemd-sysext's overlay if needed
  *        b. stage    attach new images in the staging namespace (staging.c)
@@ -26,7 +28,6 @@
  * if one fails, the host's mount table is exactly as it was.
  */
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -72,12 +73,22 @@ typedef struct Run {
         int beneath;                 /* -1: not probed yet */
 } Run;
 
-static bool class_selected(const TuckOptions *o, ImageClass k) {
-        return o->classes == 0 || (o->classes & (1u << k));
+static const TuckOptions no_options = {};
+
+static Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *report) {
+        return (Run) {
+                .c = c,
+                .o = o ?: &no_options,
+                .verb = verb,
+                .report = report,
+                .staging = STAGING_INIT,
+                .beneath = -1,
+        };
 }
 
+/* Frees what the run holds and releases the lock. */
 static void run_done(Run *run) {
-        for (size_t i = 0; i < run->n_images; i++) {
+        for (size_t i = 0; run->inspected && i < run->n_images; i++) {
                 safe_close(run->inspected[i].mount_fd);
                 free(run->inspected[i].loop);
         }
@@ -96,6 +107,64 @@ static void run_done(Run *run) {
         staging_table_done(&run->table);
         json_object_put(run->versions);
         host_release_done(&run->host);
+        tuck_unlock(run->c);
+}
+
+static bool class_selected(const TuckOptions *o, ImageClass k) {
+        return o->classes == 0 || (o->classes & (1u << k));
+}
+
+/* 0. prepare: the lock, the staging namespace and its table, what is recorded. */
+static int open_staging(Run *run) {
+        int r;
+
+        r = run_dir_make_private(run->c->run_dir);
+        if (r < 0)
+                return report_set_error(run->report, r, "cannot make %s a private mount: %s", run->c->run_dir,
+                                        strerror(-r));
+        r = staging_open(run->c->run_dir, &run->staging);
+        if (r < 0)
+                return report_set_error(run->report, r, "cannot set up the staging namespace in %s: %s",
+                                        run->c->run_dir, strerror(-r));
+        r = staging_table_load(run->c->run_dir, &run->table);
+        if (r < 0)
+                return report_set_error(run->report, r, "cannot read %s/staging.json: %s", run->c->run_dir,
+                                        strerror(-r));
+        if (run->table.ns_ino != run->staging.ns_ino) {
+                /* A new staging namespace: whatever the table listed is not mounted there. */
+                staging_table_done(&run->table);
+                run->table = (StagingTable) { .ns_ino = run->staging.ns_ino, .next_id = 1 };
+        }
+        /* What a killed run left in the staging namespace goes before anything is staged again. */
+        if (staging_enter(&run->staging) >= 0)
+                staging_detach_orphans(&run->staging, &run->table);
+        (void) staging_leave(&run->staging);
+        return 0;
+}
+
+static int run_prepare(Run *run) {
+        int r;
+
+        r = tuck_lock(run->c, !run->o->no_block);
+        if (r == -EBUSY)
+                return report_set_error(run->report, r, "another tuck operation holds %s/lock; not waiting "
+                                        "(--no-block)", run->c->run_dir);
+        if (r < 0)
+                return report_set_error(run->report, r, "cannot take %s/lock: %s", run->c->run_dir, strerror(-r));
+        r = open_staging(run);
+        if (r < 0)
+                return r;
+        r = versions_load(run->c->state_dir, &run->versions);
+        if (r < 0)
+                return report_set_error(run->report, r, "cannot read %s/versions.json: %s", run->c->state_dir,
+                                        strerror(-r));
+        if (run->verb == VERB_UNMERGE)
+                return 0;
+        r = host_release_load(run->c->root, &run->host);
+        if (r < 0)
+                return report_set_error(run->report, r, "cannot read the host's os-release below '%s': %s",
+                                        run->c->root, strerror(-r));
+        return 0;
 }
 
 /* 1. discover */
@@ -130,6 +199,7 @@ static int run_discover(Run *run) {
         return 0;
 }
 
+/* 2. inspect */
 static int mark_invalid(Image *i, const char *fmt, ...) _printf_(2, 3);
 static int mark_invalid(Image *i, const char *fmt, ...) {
         va_list ap;
@@ -137,11 +207,10 @@ static int mark_invalid(Image *i, const char *fmt, ...) {
 
         i->inspected = true;
         i->valid = false;
-        free(i->reason);
         va_start(ap, fmt);
-        r = vasprintf(&i->reason, fmt, ap);
+        r = free_and_vasprintf(&i->reason, fmt, ap);
         va_end(ap);
-        return r < 0 ? -ENOMEM : 0;
+        return r;
 }
 
 /* A tree fd for reading the image: where it is staged, or a fresh detached mount. */
@@ -153,14 +222,9 @@ static int image_tree_fd(Run *run, size_t idx, int *ret_fd) {
 
         s = staging_table_find(&run->table, img->class, img->fingerprint);
         if (s) {
-                _cleanup_free_ char *rel = NULL;
+                char rel[STAGING_PATH_MAX];
 
-                if (asprintf_safe(&rel, "i/%u", s->id) < 0)
-                        return -ENOMEM;
-                r = staging_enter(&run->staging);
-                if (r >= 0)
-                        r = staging_open_path(&run->staging, rel);
-                (void) staging_leave(&run->staging);
+                r = staging_open_mounted(&run->staging, staging_image_path(rel, s->id));
                 if (r >= 0) {
                         x->staged_id = s->id;
                         *ret_fd = r;
@@ -177,30 +241,36 @@ static int image_tree_fd(Run *run, size_t idx, int *ret_fd) {
         return *ret_fd < 0 ? -errno : 0;
 }
 
-/* 2. inspect */
-static int run_inspect(Run *run) {
+/* Is the image usable (kind, readable, mountable, release file)? An unusable one is marked, not an error. */
+static int inspect_image(Run *run, size_t idx) {
+        Image *img = run->images[idx];
+        _cleanup_close_ int fd = -EBADF;
         int r;
 
+        if (img->type == IMAGE_TYPE_GPT)
+                return mark_invalid(img, "GPT disk images (DDIs) are not supported yet; use a bare squashfs "
+                                    "or erofs .raw image");
+        if (img->type == IMAGE_TYPE_UNSUPPORTED)
+                return img->fstype ?
+                        mark_invalid(img, "file system '%s' is not supported (squashfs and erofs only)", img->fstype) :
+                        mark_invalid(img, "no squashfs or erofs file system found");
+        r = image_fingerprint(img);
+        if (r < 0)
+                return mark_invalid(img, "cannot read: %s", strerror(-r));
+        r = image_tree_fd(run, idx, &fd);
+        if (r < 0)
+                return mark_invalid(img, "cannot mount: %s", strerror(-r));
+        return image_validate(img, fd, &run->host, run->c->root, run->c->config.hierarchies[img->class]);
+}
+
+static int run_inspect(Run *run) {
         for (size_t i = 0; i < run->n_images; i++) {
                 Image *img = run->images[i];
-                _cleanup_close_ int fd = -EBADF;
-                char * const *hierarchies = run->c->config.hierarchies[img->class];
+                int r;
 
                 if (img->state != IMAGE_CANDIDATE)
                         continue;
-                if (img->type == IMAGE_TYPE_GPT)
-                        r = mark_invalid(img, "GPT disk images (DDIs) are not supported yet; use a bare squashfs "
-                                         "or erofs .raw image");
-                else if (img->type == IMAGE_TYPE_UNSUPPORTED)
-                        r = mark_invalid(img, "%s%s%s", img->fstype ? "file system '" : "no squashfs or erofs "
-                                         "file system found", strempty(img->fstype),
-                                         img->fstype ? "' is not supported (squashfs and erofs only)" : "");
-                else if ((r = image_fingerprint(img)) < 0)
-                        r = mark_invalid(img, "cannot read: %s", strerror(-r));
-                else if ((r = image_tree_fd(run, i, &fd)) < 0)
-                        r = mark_invalid(img, "cannot mount: %s", strerror(-r));
-                else
-                        r = image_validate(img, fd, &run->host, run->c->root, hierarchies);
+                r = inspect_image(run, i);
                 if (r < 0)
                         return r;
                 if (!img->valid)
@@ -210,10 +280,39 @@ static int run_inspect(Run *run) {
         return 0;
 }
 
+/* 3. observe */
+
+/* Whose is the mount on top of the hierarchy (st_dev dev, mount ID id, table entry top)? */
+static TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, const TuckHierarchy *h,
+                            const Generation *g, dev_t dev, uint64_t id) {
+        const char *fstype = mnt_fs_get_fstype(top), *source = mnt_fs_get_source(top);
+
+        if (g && g->merged && g->overlay_dev == dev && g->overlay_mnt_id == id)
+                return TOP_OURS;
+        /* Our overlay below something else? Then someone stacked on it: hands off. */
+        for (struct libmnt_fs *fs = top; g && g->merged && fs; fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
+                if (!streq_ptr(mnt_fs_get_target(fs), h->full))
+                        break;
+                if ((uint64_t) mnt_fs_get_id(fs) == g->overlay_mnt_id)
+                        return TOP_OTHER;
+        }
+        if (!streq_ptr(fstype, "overlay"))
+                return TOP_BASE;
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                if (streq_ptr(source, image_class_info[k].foreign_source))
+                        return TOP_SYSTEMD;
+        /* Ours, but not the recorded one: a refresh was killed between its swap
+         * and its record. Replace it the same way (beneath, base peeled out);
+         * taken for the base, it would be stacked on and leak. */
+        if (streq_ptr(source, image_class_info[h->class].overlay_source))
+                return TOP_SYSTEMD;
+        return TOP_BASE;
+}
+
 /* What sits on top of a hierarchy now. */
 static int observe_live(const TuckHierarchy *h, const Generation *g, LiveState *ret) {
         _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
-        struct libmnt_fs *top, *fs;
+        struct libmnt_fs *top;
         struct stat st;
         uint64_t id;
         int r;
@@ -236,38 +335,57 @@ static int observe_live(const TuckHierarchy *h, const Generation *g, LiveState *
         top = mount_table_find_id(tb, (int) id);
         if (!top || !streq_ptr(mnt_fs_get_target(top), h->full))
                 return 0;   /* not a mount point: the base, part of its parent */
-
         (void) asprintf_safe(&ret->description, "%s '%s' (mount %" PRIu64 ")", strna(mnt_fs_get_fstype(top)),
                              strna(mnt_fs_get_source(top)), id);
-
-        if (g && g->merged && g->overlay_dev == st.st_dev && g->overlay_mnt_id == id) {
-                ret->top = TOP_OURS;
-                return 0;
-        }
-        if (g && g->merged) {
-                /* Our overlay below something else? Then someone stacked on it: hands off. */
-                for (fs = top; fs; fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
-                        if (!streq_ptr(mnt_fs_get_target(fs), h->full))
-                                break;
-                        if ((uint64_t) mnt_fs_get_id(fs) == g->overlay_mnt_id) {
-                                ret->top = TOP_OTHER;
-                                return 0;
-                        }
-                }
-        }
-        if (streq_ptr(mnt_fs_get_fstype(top), "overlay") &&
-            (streq_ptr(mnt_fs_get_source(top), "sysext") || streq_ptr(mnt_fs_get_source(top), "confext")))
-                ret->top = TOP_SYSTEMD;
-        /* Ours, but not the recorded one: a refresh was killed between its swap
-         * and its record. Replace it the same way (beneath, base peeled out);
-         * taken for the base, it would be stacked on and leak. */
-        if (streq_ptr(mnt_fs_get_fstype(top), "overlay") &&
-            streq_ptr(mnt_fs_get_source(top), image_class_info[h->class].overlay_source))
-                ret->top = TOP_SYSTEMD;
+        ret->top = classify_top(tb, top, h, g, st.st_dev, id);
         return 0;
 }
 
-/* 3. observe */
+/* The generation record of hierarchy i; none yet is generation 0. */
+static int load_generation(Run *run, size_t i) {
+        const TuckHierarchy *h = &run->c->hierarchies[i];
+        Generation *g = &run->generations[i];
+        int r;
+
+        r = generation_load(run->c->run_dir, h->path, g);
+        if (r == -ENOENT) {
+                *g = (Generation) { .class = h->class, .hierarchy = strdup(h->path) };
+                return g->hierarchy ? 0 : -ENOMEM;
+        }
+        if (r < 0)
+                return report_set_error(run->report, r, "Failed to read the generation record of %s: %s",
+                                        h->path, strerror(-r));
+        return 0;
+}
+
+/* The plan's input for hierarchy i: its record and what is on top now. */
+static int observe_hierarchy(Run *run, size_t i) {
+        const TuckHierarchy *h = &run->c->hierarchies[i];
+        const Generation *g = &run->generations[i];
+        PlanHierarchyInput *in;
+        int r;
+
+        if (access(h->full, F_OK) < 0 && errno == ENOENT) {
+                /* Like systemd-sysext: a hierarchy that does not exist here is skipped. */
+                HierarchyReport *hr = report_add(run->report, h->path, h->class);
+
+                if (!hr)
+                        return -ENOMEM;
+                return hierarchy_report_set(hr, OUTCOME_NOTHING, 0, "%s does not exist here, skipped", h->full);
+        }
+        in = &run->inputs[run->n_inputs];
+        run->input_index[run->n_inputs++] = i;
+        *in = (PlanHierarchyInput) {
+                .hierarchy = h->path,
+                .class = h->class,
+                .current = g->number > 0 ? g : NULL,
+        };
+        r = observe_live(h, g, &in->live);
+        if (r < 0)
+                return report_set_error(run->report, r, "Failed to look at %s: %s", h->full, strerror(-r));
+        return 0;
+}
+
 static int run_observe(Run *run) {
         run->generations = calloc(run->c->n_hierarchies ?: 1, sizeof(Generation));
         run->inputs = calloc(run->c->n_hierarchies ?: 1, sizeof(PlanHierarchyInput));
@@ -276,42 +394,16 @@ static int run_observe(Run *run) {
                 return -ENOMEM;
 
         for (size_t i = 0; i < run->c->n_hierarchies; i++) {
-                const TuckHierarchy *h = &run->c->hierarchies[i];
-                Generation *g = &run->generations[i];
-                PlanHierarchyInput *in;
                 int r;
 
-                r = generation_load(run->c->run_dir, h->path, g);
-                if (r == -ENOENT) {
-                        *g = (Generation) { .class = h->class };
-                        g->hierarchy = strdup(h->path);
-                        if (!g->hierarchy)
-                                return -ENOMEM;
-                } else if (r < 0)
-                        return report_set_error(run->report, r, "Failed to read the generation record of %s: %s",
-                                                h->path, strerror(-r));
-
-                if (!class_selected(run->o, h->class))
-                        continue;
-                if (access(h->full, F_OK) < 0 && errno == ENOENT) {
-                        /* Like systemd-sysext: a hierarchy that does not exist here is skipped. */
-                        HierarchyReport *hr = report_add(run->report, h->path, h->class);
-
-                        if (!hr)
-                                return -ENOMEM;
-                        hierarchy_report_set(hr, OUTCOME_NOTHING, 0, "%s does not exist here, skipped", h->full);
-                        continue;
-                }
-                in = &run->inputs[run->n_inputs];
-                run->input_index[run->n_inputs++] = i;
-                *in = (PlanHierarchyInput) {
-                        .hierarchy = h->path,
-                        .class = h->class,
-                        .current = g->number > 0 ? g : NULL,
-                };
-                r = observe_live(h, g, &in->live);
+                r = load_generation(run, i);
                 if (r < 0)
-                        return report_set_error(run->report, r, "Failed to look at %s: %s", h->full, strerror(-r));
+                        return r;
+                if (!class_selected(run->o, run->c->hierarchies[i].class))
+                        continue;
+                r = observe_hierarchy(run, i);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
@@ -333,262 +425,27 @@ static int run_plan(Run *run) {
         return plan_build(&in, &run->plan);
 }
 
-static int copy_layers(HierarchyReport *hr, const Generation *g) {
-        if (!g || !g->merged || g->n_layers == 0)
-                return 0;
-        hr->layers = calloc(g->n_layers, sizeof(Layer));
-        if (!hr->layers)
-                return -ENOMEM;
-        for (size_t i = 0; i < g->n_layers; i++) {
-                const Layer *l = &g->layers[i];
+/* 5. execute: one hierarchy's swap, step by step. */
+typedef struct SwapJob {
+        const TuckHierarchy *h;
+        const HierarchyPlan *p;
+        Generation *old;
+        bool window;                 /* no MOVE_MOUNT_BENEATH: unmount, then mount */
+        dev_t base_dev;
+        char *base_rel;              /* b/<hid> in the staging namespace */
+        char **lowers;               /* the overlay's layers, top first, base last */
+        uint64_t attr;               /* flags of the new overlay */
+        int tree;                    /* the new overlay, detached */
+        dev_t tree_dev;
+        char *error;                 /* why a step failed */
+        bool exposed;                /* the window opened and stayed open: the base shows */
+} SwapJob;
 
-                hr->layers[i] = (Layer) {
-                        .name = strdup(l->name),
-                        .extension = strdup(l->extension),
-                        .version = l->version ? strdup(l->version) : NULL,
-                        .image = l->image ? strdup(l->image) : NULL,
-                        .fingerprint = strdup(l->fingerprint),
-                };
-                hr->n_layers++;
-        }
-        return 0;
-}
-
-static int staging_is_mounted(Staging *s, const char *rel) {
-        _cleanup_free_ char *parent = strdup(rel);
-        uint64_t a, b;
-        char *slash;
-
-        if (!parent)
-                return -ENOMEM;
-        slash = strrchr(parent, '/');
-        if (slash)
-                *slash = 0;
-        if (path_get_mnt_id(AT_FDCWD, rel, &a) < 0)
-                return 0;
-        if (path_get_mnt_id(AT_FDCWD, slash ? parent : ".", &b) < 0)
-                return 0;
-        return a != b;
-}
-
-/* 5a. The base: a private clone of the hierarchy as it was before the first merge. */
-static int ensure_base(Run *run, const TuckHierarchy *h, unsigned peel, dev_t *ret_dev, char **ret_rel,
-                       char **ret_error) {
-        _cleanup_free_ char *rel = path_join("b", h->id);
-        _cleanup_close_ int fd = -EBADF;
-        struct stat st;
-        int r;
-
-        if (!rel)
-                return -ENOMEM;
-        r = staging_enter(&run->staging);
-        if (r < 0)
-                return r;
-        r = staging_is_mounted(&run->staging, rel);
-        if (r > 0)
-                fd = staging_open_path(&run->staging, rel);
-        (void) staging_leave(&run->staging);
-
-        if (fd < 0) {
-                r = base_capture(h->full, peel, &fd);
-                if (r < 0) {
-                        (void) asprintf_safe(ret_error, "cannot capture the base of %s%s: %s", h->full,
-                                             peel ? " from beneath the overlay on top" : "", strerror(-r));
-                        return r;
-                }
-                r = staging_enter(&run->staging);
-                if (r >= 0)
-                        r = staging_attach(&run->staging, fd, rel);
-                (void) staging_leave(&run->staging);
-                if (r < 0) {
-                        (void) asprintf_safe(ret_error, "cannot keep the base of %s: %s", h->full, strerror(-r));
-                        return r;
-                }
-        }
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        *ret_dev = st.st_dev;
-        *ret_rel = TAKE_PTR(rel);
-        return 0;
-}
-
-static size_t image_index(Run *run, const Image *img) {
-        for (size_t i = 0; i < run->n_images; i++)
-                if (run->images[i] == img)
-                        return i;
-        return SIZE_MAX;
-}
-
-/* 5b. Attach the layers' images in the staging namespace; returns lowerdirs, top first. */
-static int stage_layers(Run *run, const TuckHierarchy *h, const HierarchyPlan *p, const char *base_rel,
-                        char ***ret_lowers, char **ret_error) {
-        _cleanup_strv_free_ char **lowers = calloc(1, sizeof(char *));
-        int r;
-
-        if (!lowers)
-                return -ENOMEM;
-        r = staging_enter(&run->staging);
-        if (r < 0)
-                return r;
-        for (size_t k = p->n_layers; k > 0; k--) {
-                const Image *img = p->layers[k - 1];
-                size_t idx = image_index(run, img);
-                Inspected *x = &run->inspected[idx];
-                char *lower = NULL;
-
-                if (x->staged_id == 0) {
-                        char rel[32];
-                        unsigned id;
-
-                        r = staging_table_add(&run->table, img->class, img->path, img->fingerprint, x->loop, &id);
-                        if (r < 0)
-                                break;
-                        snprintf(rel, sizeof(rel), "i/%u", id);
-                        r = staging_attach(&run->staging, x->mount_fd, rel);
-                        if (r < 0) {
-                                staging_table_remove(&run->table, id);
-                                (void) asprintf_safe(ret_error, "cannot stage image '%s': %s", img->path, strerror(-r));
-                                break;
-                        }
-                        x->mount_fd = safe_close(x->mount_fd);
-                        x->staged_id = id;
-                }
-                if (asprintf_safe(&lower, "i/%u/%s", x->staged_id, h->path + 1) < 0 || strv_consume(&lowers, lower) < 0) {
-                        r = -ENOMEM;
-                        break;
-                }
-        }
-        (void) staging_leave(&run->staging);
-        if (r < 0)
-                return r;
-        if (strv_extend(&lowers, base_rel) < 0)
-                return -ENOMEM;
-        *ret_lowers = TAKE_PTR(lowers);
-        return 0;
-}
-
-static void submounts_free(Submount *s, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(s[i].relative);
-                safe_close(s[i].fd);
-        }
-        free(s);
-}
-
-/* Nested mounts below the hierarchy (/opt/foo): recursive clones, to re-attach on the new tree. */
-static int clone_submounts(const TuckHierarchy *h, Submount **ret, size_t *ret_n, char **ret_error) {
-        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
-        _cleanup_strv_free_ char **rels = NULL;
-        Submount *s = NULL;
-        size_t n = 0;
-        uint64_t id;
-        int r;
-
-        r = mount_table_read(0, &tb);
-        if (r < 0)
-                return r;
-        r = path_get_mnt_id(AT_FDCWD, h->full, &id);
-        if (r < 0)
-                return r;
-        r = mount_table_submounts(tb, (int) id, h->full, &rels);
-        if (r < 0)
-                return r;
-        s = calloc(strv_length(rels) ?: 1, sizeof(Submount));
-        if (!s)
-                return -ENOMEM;
-        STRV_FOREACH(rel, rels) {
-                _cleanup_free_ char *path = path_join(h->full, *rel);
-
-                if (!path) {
-                        r = -ENOMEM;
-                        break;
-                }
-                s[n].fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-                /*
-                 * Private while it waits in the staging namespace; attached beneath a
-                 * shared parent, the new tree gets fresh peer groups and propagates
-                 * to the slaves like any new mount.
-                 */
-                if (s[n].fd >= 0 && mount_make_private(s[n].fd, true) < 0)
-                        s[n].fd = safe_close(s[n].fd);
-                if (s[n].fd < 0) {
-                        r = -errno;
-                        (void) asprintf_safe(ret_error, "cannot clone nested mount '%s': %s", path, strerror(errno));
-                        break;
-                }
-                s[n].relative = strdup(*rel);
-                n++;
-                if (!s[n - 1].relative) {
-                        r = -ENOMEM;
-                        break;
-                }
-        }
-        if (r < 0) {
-                submounts_free(s, n);
-                return r;
-        }
-        *ret = s;
-        *ret_n = n;
-        return 0;
-}
-
-static int fill_generation(Generation *new, const Generation *old, const HierarchyPlan *p, int tree_fd,
-                           uint64_t mnt_id, dev_t base_dev, uint64_t attr, bool window) {
-        struct stat st;
-
-        if (fstat(tree_fd, &st) < 0)
-                return -errno;
-        *new = (Generation) {
-                .hierarchy = strdup(old->hierarchy),
-                .class = p->class,
-                .merged = true,
-                .number = old->number + 1,
-                .since_usec = now_usec(CLOCK_REALTIME),
-                .overlay_dev = st.st_dev,
-                .overlay_mnt_id = mnt_id,
-                .base_dev = base_dev,
-                .attr = attr,
-                .window = window,
-        };
-        new->layers = calloc(p->n_layers ?: 1, sizeof(Layer));
-        new->history = calloc(GENERATION_HISTORY_MAX, sizeof(PastOverlay));
-        if (!new->hierarchy || !new->layers || !new->history)
-                return -ENOMEM;
-        for (size_t i = 0; i < p->n_layers; i++) {
-                const Image *img = p->layers[i];
-
-                new->layers[i] = (Layer) {
-                        .name = strdup(img->name),
-                        .extension = strdup(img->extension),
-                        .version = img->version ? strdup(img->version) : NULL,
-                        .image = strdup(img->path),
-                        .fingerprint = strdup(img->fingerprint),
-                };
-                new->n_layers++;
-                if (!new->layers[i].name || !new->layers[i].extension || !new->layers[i].fingerprint)
-                        return -ENOMEM;
-        }
-        if (old->merged)
-                new->history[new->n_history++] = (PastOverlay) { .number = old->number, .dev = old->overlay_dev };
-        for (size_t i = 0; i < old->n_history && new->n_history < GENERATION_HISTORY_MAX; i++)
-                new->history[new->n_history++] = old->history[i];
-        return 0;
-}
-
-static int update_versions(Run *run, const HierarchyPlan *p) {
-        for (size_t i = 0; i < p->n_layers; i++) {
-                const Image *img = p->layers[i];
-                const char *hw = versions_get(run->versions, img->class, img->extension);
-
-                if (!img->version)
-                        continue;
-                /* A high-water mark: --allow-downgrade activates an older version but keeps the mark. */
-                if (hw && strverscmp_improved(img->version, hw) <= 0)
-                        continue;
-                if (versions_set(run->versions, img->class, img->extension, img->version) < 0)
-                        return -ENOMEM;
-        }
-        return 0;
+static void swap_job_done(SwapJob *j) {
+        free(j->base_rel);
+        strv_free(j->lowers);
+        safe_close(j->tree);
+        free(j->error);
 }
 
 /* Is the kernel able to swap beneath? Decides refuse / window for this hierarchy. */
@@ -615,144 +472,339 @@ static int check_beneath(Run *run, const TuckHierarchy *h, HierarchyReport *hr, 
         return 0;
 }
 
-/* 5. One hierarchy: merge, refresh or take over. */
-static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyReport *hr) {
-        const TuckHierarchy *h = &run->c->hierarchies[idx];
-        Generation *old = &run->generations[idx], new = {};
-        _cleanup_free_ char *base_rel = NULL, *error = NULL;
-        _cleanup_strv_free_ char **lowers = NULL;
-        _cleanup_close_ int tree = -EBADF, top = -EBADF;
-        Submount *subs = NULL;
-        size_t n_subs = 0;
-        bool window = false;
-        uint64_t attr, mnt_id;
-        dev_t base_dev = 0;
+/*
+ * 5a. The base: a private clone of the hierarchy as it was before the first
+ * merge, kept at b/<hid>. Beneath systemd's overlay (or ours, after a lost
+ * staging area) it is peeled out.
+ */
+static int ensure_base(Run *run, SwapJob *j) {
+        _cleanup_close_ int fd = -EBADF;
+        unsigned peel = j->p->action == PLAN_MERGE ? 0 : 1;
         struct stat st;
         int r;
 
-        if (p->action != PLAN_MERGE) {
-                r = check_beneath(run, h, hr, &window);
-                if (r < 0)
+        j->base_rel = path_join("b", j->h->id);
+        if (!j->base_rel)
+                return -ENOMEM;
+        fd = staging_open_mounted(&run->staging, j->base_rel);
+        if (fd == -ENOENT) {
+                r = base_capture(j->h->full, peel, &fd);
+                if (r < 0) {
+                        (void) asprintf_safe(&j->error, "cannot capture the base of %s%s: %s", j->h->full,
+                                             peel ? " from beneath the overlay on top" : "", strerror(-r));
                         return r;
+                }
+                r = staging_enter(&run->staging);
+                if (r >= 0)
+                        r = staging_attach(&run->staging, fd, j->base_rel);
+                (void) staging_leave(&run->staging);
+                if (r < 0) {
+                        (void) asprintf_safe(&j->error, "cannot keep the base of %s: %s", j->h->full, strerror(-r));
+                        return r;
+                }
         }
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        j->base_dev = st.st_dev;
+        return 0;
+}
 
-        /* a. base. Beneath systemd's overlay (or ours, after a lost staging area) it is peeled out. */
-        r = ensure_base(run, h, p->action == PLAN_MERGE ? 0 : 1, &base_dev, &base_rel, &error);
+static size_t image_index(Run *run, const Image *img) {
+        for (size_t i = 0; i < run->n_images; i++)
+                if (run->images[i] == img)
+                        return i;
+        return SIZE_MAX;
+}
+
+/* Inside: stage one layer's image (if it is not yet) at i/<id>. */
+static int stage_image(Run *run, const Image *img, Inspected *x, char **ret_error) {
+        char rel[STAGING_PATH_MAX];
+        unsigned id;
+        int r;
+
+        if (x->staged_id != 0)
+                return 0;
+        r = staging_table_add(&run->table, img->class, img->path, img->fingerprint, x->loop, &id);
         if (r < 0)
-                goto fail;
-        /* b. stage */
-        r = stage_layers(run, h, p, base_rel, &lowers, &error);
+                return r;
+        r = staging_attach(&run->staging, x->mount_fd, staging_image_path(rel, id));
+        if (r < 0) {
+                staging_table_remove(&run->table, id);
+                (void) asprintf_safe(ret_error, "cannot stage image '%s': %s", img->path, strerror(-r));
+                return r;
+        }
+        x->mount_fd = safe_close(x->mount_fd);
+        x->staged_id = id;
+        return 0;
+}
+
+/* 5b. Attach the layers' images in the staging namespace; the lowerdirs, top first, base last. */
+static int stage_layers(Run *run, SwapJob *j) {
+        _cleanup_strv_free_ char **lowers = calloc(1, sizeof(char *));
+        int r;
+
+        if (!lowers)
+                return -ENOMEM;
+        r = staging_enter(&run->staging);
+        for (size_t k = j->p->n_layers; r >= 0 && k > 0; k--) {
+                const Image *img = j->p->layers[k - 1];
+                Inspected *x = &run->inspected[image_index(run, img)];
+                char *lower = NULL;
+
+                r = stage_image(run, img, x, &j->error);
+                if (r >= 0 && (asprintf_safe(&lower, "i/%u/%s", x->staged_id, j->h->path + 1) < 0 ||
+                               strv_consume(&lowers, lower) < 0))
+                        r = -ENOMEM;
+        }
+        (void) staging_leave(&run->staging);
         if (r < 0)
-                goto fail;
-        /* c. assemble, never loosening the flags the hierarchy has now */
-        r = clone_submounts(h, &subs, &n_subs, &error);
+                return r;
+        if (strv_extend(&lowers, j->base_rel) < 0)
+                return -ENOMEM;
+        j->lowers = TAKE_PTR(lowers);
+        return 0;
+}
+
+/* 5c. Assemble the overlay in the staging namespace, nested mounts re-attached, and clone it out. */
+static int assemble(Run *run, SwapJob *j) {
+        Submount *subs = NULL;
+        size_t n_subs = 0;
+        struct stat st;
+        int r;
+
+        r = submounts_clone(j->h->full, &subs, &n_subs, &j->error);
         if (r < 0)
-                goto fail;
-        attr = image_class_info[h->class].mount_attr | (p->live.attr & TUCK_ATTR_MASK);
+                return r;
         r = staging_enter(&run->staging);
         if (r >= 0) {
                 OverlaySpec spec = {
-                        .hid = h->id,
-                        .lowers = lowers,
-                        .source = image_class_info[h->class].overlay_source,
-                        .attr = attr,
+                        .hid = j->h->id,
+                        .lowers = j->lowers,
+                        .source = image_class_info[j->h->class].overlay_source,
+                        .attr = j->attr,
                         .submounts = subs,
                         .n_submounts = n_subs,
                 };
 
-                r = tree = overlay_assemble(&run->staging, &spec, &error);
+                r = j->tree = overlay_assemble(&run->staging, &spec, &j->error);
         }
         (void) staging_leave(&run->staging);
         submounts_free(subs, n_subs);
         if (r < 0)
-                goto fail;
-        if (fstat(tree, &st) < 0) {
-                r = -errno;
-                goto fail;
-        }
-
-        if (run->o->hooks && run->o->hooks->before_swap) {
-                TuckSwapEvent e = { h, old->number + 1, p->live.top == TOP_BASE ? 0 : p->live.top_dev,
-                                    st.st_dev, attr, tree, window };
-
-                r = run->o->hooks->before_swap(&e, run->o->hooks->userdata);
-                if (r < 0) {
-                        (void) asprintf_safe(&error, "aborted before the swap: %s", strerror(-r));
-                        goto fail;
-                }
-        }
-
-        /* d. swap */
-        if (p->action == PLAN_MERGE)
-                r = swap_on_top(tree, h->full);
-        else if (window)
-                r = swap_window(tree, h->full, p->live.top_mnt_id);
-        else
-                r = swap_beneath(tree, h->full, p->live.top_mnt_id);
-        if (r < 0) {
-                (void) asprintf_safe(&error, "%s: %s", p->action == PLAN_MERGE ? "cannot attach the overlay" :
-                                     window ? "cannot replace the overlay" :
-                                     "cannot move the new overlay beneath the live one", strerror(-r));
-                goto fail;
-        }
-
-        /* The new top must carry at least the flags we set (the kernel copies them; check anyway). */
-        {
-                uint64_t now_attr = 0;
-
-                if (path_get_mount_attr(AT_FDCWD, h->full, &now_attr) >= 0 && (now_attr & attr) != attr)
-                        log_warning("%s: the new overlay's flags are 0x%" PRIx64 ", expected at least 0x%" PRIx64 ".",
-                                    h->full, now_attr, attr);
-        }
-
-        /* e. record */
-        r = path_get_mnt_id(AT_FDCWD, h->full, &mnt_id);
-        if (r < 0)
-                goto fail_after;
-        r = fill_generation(&new, old, p, tree, mnt_id, base_dev, attr, window);
-        if (r < 0)
-                goto fail_after;
-        r = generation_save(run->c->run_dir, &new);
-        if (r < 0)
-                goto fail_after;
-        r = update_versions(run, p);
-        if (r < 0)
-                goto fail_after;
-
-        hr->old_generation = old->number;
-        hr->new_generation = new.number;
-        hr->window = window;
-        (void) copy_layers(hr, &new);
-        hierarchy_report_set(hr, p->action == PLAN_MERGE ? OUTCOME_MERGED :
-                             p->action == PLAN_TAKEOVER ? OUTCOME_TAKEN_OVER : OUTCOME_REFRESHED, 0,
-                             p->action == PLAN_TAKEOVER ? "replaced systemd-sysext's overlay" : NULL);
-        generation_done(old);
-        *old = new;
-
-        if (run->o->hooks && run->o->hooks->after_swap) {
-                top = open(h->full, O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (top >= 0) {
-                        TuckSwapEvent e = { h, old->number, p->live.top == TOP_BASE ? 0 : p->live.top_dev,
-                                            st.st_dev, attr, top, window };
-
-                        run->o->hooks->after_swap(&e, run->o->hooks->userdata);
-                }
-        }
-        return 1;
-
-fail_after:
-        generation_done(&new);
-        return hierarchy_report_set(hr, OUTCOME_FAILED, r, "the new generation is in place but could not be "
-                                    "recorded: %s", strerror(-r));
-fail:
-        return hierarchy_report_set(hr, OUTCOME_FAILED, r, "%s; generation %" PRIu64 " left in place",
-                                    error ?: strerror(-r), old->number);
+                return r;
+        if (fstat(j->tree, &st) < 0)
+                return -errno;
+        j->tree_dev = st.st_dev;
+        return 0;
 }
 
+static TuckSwapEvent swap_event(const SwapJob *j, uint64_t generation, int fd) {
+        return (TuckSwapEvent) {
+                .hierarchy = j->h,
+                .generation = generation,
+                .old_dev = j->p->live.top == TOP_BASE ? 0 : j->p->live.top_dev,
+                .new_dev = j->tree_dev,
+                .attr = j->attr,
+                .fd = fd,
+                .window = j->window,
+        };
+}
+
+static int call_before_swap(Run *run, SwapJob *j) {
+        TuckSwapEvent e = swap_event(j, j->old->number + 1, j->tree);
+        int r;
+
+        if (!run->o->hooks || !run->o->hooks->before_swap)
+                return 0;
+        r = run->o->hooks->before_swap(&e, run->o->hooks->userdata);
+        if (r < 0)
+                (void) asprintf_safe(&j->error, "aborted before the swap: %s", strerror(-r));
+        return r;
+}
+
+/* 5d. The swap. */
+static int swap_into_place(SwapJob *j) {
+        const char *what;
+        uint64_t now_attr = 0;
+        int r;
+
+        if (j->p->action == PLAN_MERGE) {
+                r = swap_on_top(j->tree, j->h->full);
+                what = "cannot attach the overlay";
+        } else if (j->window) {
+                r = swap_window(j->tree, j->h->full, j->p->live.top_mnt_id, &j->exposed);
+                what = j->exposed ? "unmounted the old overlay but cannot mount the new one" :
+                                    "cannot replace the overlay";
+        } else {
+                r = swap_beneath(j->tree, j->h->full, j->p->live.top_mnt_id);
+                what = "cannot move the new overlay beneath the live one";
+        }
+        if (r < 0) {
+                (void) asprintf_safe(&j->error, "%s: %s", what, strerror(-r));
+                return r;
+        }
+        /* The new top must carry at least the flags we set (the kernel copies them; check anyway). */
+        if (path_get_mount_attr(AT_FDCWD, j->h->full, &now_attr) >= 0 && (now_attr & j->attr) != j->attr)
+                log_warning("%s: the new overlay's flags are 0x%" PRIx64 ", expected at least 0x%" PRIx64 ".",
+                            j->h->full, now_attr, j->attr);
+        return 0;
+}
+
+static int layer_from_image(Layer *l, const Image *img) {
+        return layer_copy(l, &(const Layer) {
+                .name = img->name,
+                .extension = img->extension,
+                .version = img->version,
+                .image = img->path,
+                .fingerprint = img->fingerprint,
+        });
+}
+
+/* The record of the generation now in place at the hierarchy. */
+static int new_generation(const SwapJob *j, Generation *ret) {
+        Generation g = {
+                .class = j->p->class,
+                .merged = true,
+                .number = j->old->number + 1,
+                .since_usec = now_usec(CLOCK_REALTIME),
+                .overlay_dev = j->tree_dev,
+                .base_dev = j->base_dev,
+                .attr = j->attr,
+                .window = j->window,
+        };
+        int r;
+
+        r = path_get_mnt_id(AT_FDCWD, j->h->full, &g.overlay_mnt_id);
+        if (r >= 0)
+                r = generation_history_after(j->old, &g.history, &g.n_history);
+        g.hierarchy = strdup(j->old->hierarchy);
+        g.layers = calloc(j->p->n_layers ?: 1, sizeof(Layer));
+        if (r >= 0 && (!g.hierarchy || !g.layers))
+                r = -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < j->p->n_layers; i++) {
+                r = layer_from_image(&g.layers[i], j->p->layers[i]);
+                if (r >= 0)
+                        g.n_layers++;
+        }
+        if (r < 0) {
+                generation_done(&g);
+                return r;
+        }
+        *ret = g;
+        return 0;
+}
+
+/* New high-water marks: --allow-downgrade activates an older version but keeps the mark. */
+static int update_versions(Run *run, const HierarchyPlan *p) {
+        for (size_t i = 0; i < p->n_layers; i++) {
+                const Image *img = p->layers[i];
+                const char *hw = versions_get(run->versions, img->class, img->extension);
+
+                if (!img->version || (hw && strverscmp_improved(img->version, hw) <= 0))
+                        continue;
+                if (versions_set(run->versions, img->class, img->extension, img->version) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* 5e. Record the generation (/run/tuck) and the versions (/var/lib/tuck, saved at the end of the run). */
+static int record(Run *run, const SwapJob *j, Generation *ret) {
+        Generation g;
+        int r;
+
+        r = new_generation(j, &g);
+        if (r < 0)
+                return r;
+        r = generation_save(run->c->run_dir, &g);
+        if (r >= 0)
+                r = update_versions(run, j->p);
+        if (r < 0) {
+                generation_done(&g);
+                return r;
+        }
+        *ret = g;
+        return 0;
+}
+
+static void call_after_swap(Run *run, const SwapJob *j) {
+        _cleanup_close_ int top = -EBADF;
+        TuckSwapEvent e;
+
+        if (!run->o->hooks || !run->o->hooks->after_swap)
+                return;
+        top = open(j->h->full, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (top < 0)
+                return;
+        e = swap_event(j, j->old->number, top);
+        run->o->hooks->after_swap(&e, run->o->hooks->userdata);
+}
+
+static void report_swapped(HierarchyReport *hr, const SwapJob *j, const Generation *new) {
+        PlanAction a = j->p->action;
+
+        hr->old_generation = j->old->number;
+        hr->new_generation = new->number;
+        hr->window = j->window;
+        (void) hierarchy_report_set_layers(hr, new);
+        hierarchy_report_set(hr, a == PLAN_MERGE ? OUTCOME_MERGED : a == PLAN_TAKEOVER ? OUTCOME_TAKEN_OVER :
+                             OUTCOME_REFRESHED, 0, a == PLAN_TAKEOVER ? "replaced systemd-sysext's overlay" : NULL);
+}
+
+/* 5. One hierarchy: merge, refresh or take over. Every step before the swap leaves the host as it was. */
+static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyReport *hr) {
+        _cleanup_(swap_job_done) SwapJob j = {
+                .h = &run->c->hierarchies[idx],
+                .p = p,
+                .old = &run->generations[idx],
+                /* Never loosen the flags the hierarchy has now. */
+                .attr = image_class_info[p->class].mount_attr | (p->live.attr & TUCK_ATTR_MASK),
+                .tree = -EBADF,
+        };
+        Generation new;
+        int r = 0;
+
+        if (p->action != PLAN_MERGE)
+                r = check_beneath(run, j.h, hr, &j.window);
+        if (r < 0)
+                return r;
+
+        r = ensure_base(run, &j);
+        if (r >= 0)
+                r = stage_layers(run, &j);
+        if (r >= 0)
+                r = assemble(run, &j);
+        if (r >= 0)
+                r = call_before_swap(run, &j);
+        if (r >= 0)
+                r = swap_into_place(&j);
+        if (r < 0 && j.exposed)
+                return hierarchy_report_set(hr, OUTCOME_FAILED, r, "%s; %s shows the base (--allow-window)",
+                                            j.error ?: strerror(-r), j.h->full);
+        if (r < 0)
+                return hierarchy_report_set(hr, OUTCOME_FAILED, r, "%s; generation %" PRIu64 " left in place",
+                                            j.error ?: strerror(-r), j.old->number);
+
+        r = record(run, &j, &new);
+        if (r < 0)
+                return hierarchy_report_set(hr, OUTCOME_FAILED, r, "the new generation is in place but could not "
+                                            "be recorded: %s", strerror(-r));
+        report_swapped(hr, &j, &new);
+        generation_done(j.old);
+        *j.old = new;
+        call_after_swap(run, &j);
+        return 1;
+}
+
+/* The one deliberate way back: unmount our overlay, the base shows again. */
 static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, HierarchyReport *hr) {
         const TuckHierarchy *h = &run->c->hierarchies[idx];
         Generation *g = &run->generations[idx];
         _cleanup_free_ char *base_rel = path_join("b", h->id);
+        PastOverlay *history;
+        size_t n_history;
         uint64_t id;
         int r;
 
@@ -772,15 +824,10 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
         (void) staging_leave(&run->staging);
 
         hr->old_generation = g->number;
-        if (g->n_history < GENERATION_HISTORY_MAX) {
-                PastOverlay *a = realloc(g->history, sizeof(PastOverlay) * (g->n_history + 1));
-
-                if (a) {
-                        memmove(a + 1, a, sizeof(PastOverlay) * g->n_history);
-                        a[0] = (PastOverlay) { .number = g->number, .dev = g->overlay_dev };
-                        g->history = a;
-                        g->n_history++;
-                }
+        if (generation_history_after(g, &history, &n_history) >= 0) {
+                free(g->history);
+                g->history = history;
+                g->n_history = n_history;
         }
         g->merged = false;
         g->since_usec = now_usec(CLOCK_REALTIME);
@@ -792,81 +839,59 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
         return 1;
 }
 
+/* One hierarchy's plan; a failure is in its report. -EINVAL only for a plan that makes no sense. */
+static int execute_one(Run *run, const HierarchyPlan *p, size_t idx, HierarchyReport *hr) {
+        const Generation *g = &run->generations[idx];
+
+        switch (p->action) {
+        case PLAN_NOTHING:
+                hierarchy_report_set(hr, OUTCOME_NOTHING, 0, "%s", strna(p->reason));
+                return 0;
+        case PLAN_KEEP:
+                hierarchy_report_set(hr, OUTCOME_UNCHANGED, 0, "%s", strna(p->reason));
+                (void) hierarchy_report_set_layers(hr, g);
+                return 0;
+        case PLAN_REFUSE:
+                hierarchy_report_set(hr, OUTCOME_REFUSED, p->error, "%s", strna(p->reason));
+                (void) hierarchy_report_set_layers(hr, g);
+                return 0;
+        case PLAN_MERGE:
+        case PLAN_REFRESH:
+        case PLAN_TAKEOVER:
+                if (execute_swap(run, idx, p, hr) < 0)
+                        (void) hierarchy_report_set_layers(hr, g);
+                return 0;
+        case PLAN_UNMERGE:
+                (void) execute_unmerge(run, idx, p, hr);
+                return 0;
+        case _PLAN_ACTION_MAX:
+                break;
+        }
+        return -EINVAL;
+}
+
+/* Each hierarchy on its own: a failure is in its report, and the others go ahead. */
 static int run_execute(Run *run) {
         for (size_t i = 0; i < run->plan.n_hierarchies; i++) {
                 const HierarchyPlan *p = &run->plan.hierarchies[i];
                 size_t idx = run->input_index[i];
-                const Generation *g = &run->generations[idx];
                 HierarchyReport *hr;
+                int r;
 
                 hr = report_add(run->report, p->hierarchy, p->class);
                 if (!hr)
                         return -ENOMEM;
-                hr->old_generation = g->merged ? g->number : 0;
-
-                switch (p->action) {
-                case PLAN_NOTHING:
-                        hierarchy_report_set(hr, OUTCOME_NOTHING, 0, "%s", strna(p->reason));
-                        break;
-                case PLAN_KEEP:
-                        hierarchy_report_set(hr, OUTCOME_UNCHANGED, 0, "%s", strna(p->reason));
-                        (void) copy_layers(hr, g);
-                        break;
-                case PLAN_REFUSE:
-                        hierarchy_report_set(hr, OUTCOME_REFUSED, p->error, "%s", strna(p->reason));
-                        (void) copy_layers(hr, g);
-                        break;
-                case PLAN_MERGE:
-                case PLAN_REFRESH:
-                case PLAN_TAKEOVER:
-                        if (execute_swap(run, idx, p, hr) < 0)
-                                (void) copy_layers(hr, g);
-                        break;
-                case PLAN_UNMERGE:
-                        (void) execute_unmerge(run, idx, p, hr);
-                        break;
-                case _PLAN_ACTION_MAX:
-                        return -EINVAL;
-                }
+                hr->old_generation = run->generations[idx].merged ? run->generations[idx].number : 0;
+                r = execute_one(run, p, idx, hr);
+                if (r < 0)
+                        return r;
                 if (hr->error < 0)
                         log_debug("%s: %s", p->hierarchy, strna(hr->message));
         }
         return 0;
 }
 
-/*
- * Inside the staging namespace: image mounts no table entry knows (a refresh
- * killed between staging an image and saving the table) and overlays left
- * half-assembled. Both would otherwise stay until reboot.
- */
-static void detach_orphans(Run *run) {
-        static const char * const dirs[] = { "i", "o" };
-
-        for (size_t k = 0; k < ELEMENTSOF(dirs); k++) {
-                DIR *d = opendir(dirs[k]);
-
-                if (!d)
-                        continue;
-                for (struct dirent *de; (de = readdir(d)); ) {
-                        char rel[300];
-                        bool known = false;
-
-                        if (de->d_name[0] == '.')
-                                continue;
-                        for (size_t i = 0; k == 0 && i < run->table.n_images; i++)
-                                if ((unsigned) atoi(de->d_name) == run->table.images[i].id)
-                                        known = true;
-                        if (known)
-                                continue;
-                        snprintf(rel, sizeof(rel), "%s/%s", dirs[k], de->d_name);
-                        log_debug("Detaching orphaned staging mount %s.", rel);
-                        (void) staging_detach(&run->staging, rel);
-                }
-                closedir(d);
-        }
-}
-
-/* 6. Unmount staged images that no merged generation uses (and orphans). */
+/* 6. Unmount staged images that no merged generation uses (and what a killed run left). */
 static int run_collect(Run *run) {
         int r;
 
@@ -885,114 +910,70 @@ static int run_collect(Run *run) {
         r = staging_enter(&run->staging);
         if (r < 0)
                 return r;
-        detach_orphans(run);
+        staging_detach_orphans(&run->staging, &run->table);
         for (size_t i = 0; i < run->table.n_images; ) {
                 StagedImage *s = &run->table.images[i];
-                char rel[32];
+                char rel[STAGING_PATH_MAX];
 
                 if (s->used) {
                         i++;
                         continue;
                 }
-                snprintf(rel, sizeof(rel), "i/%u", s->id);
-                (void) staging_detach(&run->staging, rel);
+                (void) staging_detach(&run->staging, staging_image_path(rel, s->id));
                 staging_table_remove(&run->table, s->id);
         }
         (void) staging_leave(&run->staging);
         return staging_table_save(run->c->run_dir, &run->table);
 }
 
-static int run_prepare(Run *run) {
+/* The steps of merge, refresh and unmerge (see the top of this file). */
+static int run_steps(Run *run) {
         int r;
 
-        r = tuck_lock(run->c, !run->o->no_block);
-        if (r == -EBUSY)
-                return report_set_error(run->report, r, "another tuck operation holds %s/lock; not waiting "
-                                        "(--no-block)", run->c->run_dir);
-        if (r < 0)
-                return report_set_error(run->report, r, "cannot take %s/lock: %s", run->c->run_dir, strerror(-r));
-
-        r = run_dir_make_private(run->c->run_dir);
-        if (r < 0)
-                return report_set_error(run->report, r, "cannot make %s a private mount: %s", run->c->run_dir,
-                                        strerror(-r));
-        r = staging_open(run->c->run_dir, &run->staging);
-        if (r < 0)
-                return report_set_error(run->report, r, "cannot set up the staging namespace in %s: %s",
-                                        run->c->run_dir, strerror(-r));
-        r = staging_table_load(run->c->run_dir, &run->table);
-        if (r < 0)
-                return report_set_error(run->report, r, "cannot read %s/staging.json: %s", run->c->run_dir,
-                                        strerror(-r));
-        if (run->table.ns_ino != run->staging.ns_ino) {
-                /* A new staging namespace: whatever the table listed is not mounted there. */
-                staging_table_done(&run->table);
-                run->table = (StagingTable) { .ns_ino = run->staging.ns_ino, .next_id = 1 };
+        r = run_prepare(run);
+        if (r >= 0 && run->verb != VERB_UNMERGE) {
+                r = run_discover(run);
+                if (r >= 0)
+                        r = run_inspect(run);
         }
-        /* What a killed run left in the staging namespace goes before anything is staged again. */
-        if (staging_enter(&run->staging) >= 0)
-                detach_orphans(run);
-        (void) staging_leave(&run->staging);
+        if (r >= 0)
+                r = run_observe(run);
+        if (r >= 0)
+                r = run_plan(run);
+        if (r >= 0)
+                r = run_execute(run);
+        return r;
+}
 
-        r = versions_load(run->c->state_dir, &run->versions);
-        if (r < 0)
-                return report_set_error(run->report, r, "cannot read %s/versions.json: %s", run->c->state_dir,
-                                        strerror(-r));
-        if (run->verb != VERB_UNMERGE) {
-                r = host_release_load(run->c->root, &run->host);
-                if (r < 0)
-                        return report_set_error(run->report, r, "cannot read the host's os-release below '%s': %s",
-                                                run->c->root, strerror(-r));
+/* Whatever happened: release what is no longer used, keep the high-water marks. */
+static int run_finish(Run *run, int r) {
+        int k;
+
+        if (run->staging.ns_fd >= 0 && run->c->lock_fd >= 0) {
+                k = run_collect(run);
+                if (k < 0)
+                        (void) report_warn(run->report, "Failed to release unused staged images: %s", strerror(-k));
         }
-        return 0;
+        if (run->versions) {
+                k = versions_save(run->c->state_dir, run->versions);
+                if (k < 0 && r >= 0)
+                        report_set_error(run->report, k, "cannot write %s/versions.json: %s", run->c->state_dir,
+                                         strerror(-k));
+        }
+        if (r < 0 && run->report->error == 0)
+                report_set_error(run->report, r, "%s failed: %s", verb_to_string(run->verb), strerror(-r));
+        return report_result(run->report);
 }
 
 static int tuck_run(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report **ret) {
-        static const TuckOptions defaults = {};
         _cleanup_report_ Report *report = report_new(verb_to_string(verb));
-        Run run = {
-                .c = c,
-                .o = o ?: &defaults,
-                .verb = verb,
-                .report = report,
-                .staging = STAGING_INIT,
-                .beneath = -1,
-        };
+        Run run = run_new(c, verb, o, report);
         int r;
 
         if (!report)
                 return -ENOMEM;
-
-        r = run_prepare(&run);
-        if (r >= 0 && verb != VERB_UNMERGE) {
-                r = run_discover(&run);
-                if (r >= 0)
-                        r = run_inspect(&run);
-        }
-        if (r >= 0)
-                r = run_observe(&run);
-        if (r >= 0)
-                r = run_plan(&run);
-        if (r >= 0)
-                r = run_execute(&run);
-        if (run.staging.ns_fd >= 0 && run.c->lock_fd >= 0) {
-                int k = run_collect(&run);
-
-                if (k < 0)
-                        (void) report_warn(report, "Failed to release unused staged images: %s", strerror(-k));
-        }
-        if (run.versions) {
-                int k = versions_save(c->state_dir, run.versions);
-
-                if (k < 0 && r >= 0)
-                        report_set_error(report, k, "cannot write %s/versions.json: %s", c->state_dir, strerror(-k));
-        }
-        if (r < 0 && report->error == 0)
-                report_set_error(report, r, "%s failed: %s", verb_to_string(verb), strerror(-r));
-
+        r = run_finish(&run, run_steps(&run));
         run_done(&run);
-        tuck_unlock(c);
-        r = report_result(report);
         if (ret)
                 *ret = TAKE_PTR(report);
         return r;
@@ -1012,14 +993,7 @@ int tuck_unmerge(TuckContext *c, const TuckOptions *o, Report **ret) {
 
 int tuck_recover(TuckContext *c) {
         _cleanup_report_ Report *report = report_new("recover");
-        Run run = {
-                .c = c,
-                .o = &(TuckOptions) {},
-                .verb = VERB_REFRESH,
-                .report = report,
-                .staging = STAGING_INIT,
-                .beneath = -1,
-        };
+        Run run = run_new(c, VERB_REFRESH, NULL, report);
         int r;
 
         if (!report)
@@ -1030,21 +1004,13 @@ int tuck_recover(TuckContext *c) {
         if (r >= 0)
                 r = run_collect(&run);   /* also what a killed refresh left behind */
         run_done(&run);
-        tuck_unlock(c);
         return r;
 }
 
 int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret) {
         _cleanup_report_ Report *report = report_new("list");
+        Run run = run_new(c, VERB_REFRESH, o, report);
         ImageList *l;
-        Run run = {
-                .c = c,
-                .o = o ?: &(TuckOptions) {},
-                .verb = VERB_REFRESH,
-                .report = report,
-                .staging = STAGING_INIT,
-                .beneath = -1,
-        };
         int r;
 
         if (!report)
@@ -1067,7 +1033,6 @@ int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret) {
         }
         /* Nothing was staged: newly mounted images go when run_done() closes their fds. */
         run_done(&run);
-        tuck_unlock(c);
         if (r < 0) {
                 image_list_free(l);
                 if (report->message)

@@ -76,21 +76,16 @@ int report_warn(Report *r, const char *fmt, ...) {
 
 int report_set_error(Report *r, int error, const char *fmt, ...) {
         va_list ap;
-        int k;
 
         r->error = error;
-        free(r->message);
         va_start(ap, fmt);
-        k = vasprintf(&r->message, fmt, ap);
+        (void) free_and_vasprintf(&r->message, fmt, ap);
         va_end(ap);
-        if (k < 0)
-                r->message = NULL;
         return error;
 }
 
 int hierarchy_report_set(HierarchyReport *h, Outcome o, int error, const char *fmt, ...) {
         va_list ap;
-        int k = 0;
 
         h->outcome = o;
         h->error = error;
@@ -98,12 +93,26 @@ int hierarchy_report_set(HierarchyReport *h, Outcome o, int error, const char *f
         h->message = NULL;
         if (fmt) {
                 va_start(ap, fmt);
-                k = vasprintf(&h->message, fmt, ap);
+                (void) free_and_vasprintf(&h->message, fmt, ap);
                 va_end(ap);
         }
-        if (k < 0)
-                h->message = NULL;
         return error;
+}
+
+int hierarchy_report_set_layers(HierarchyReport *h, const Generation *g) {
+        if (!g || !g->merged || g->n_layers == 0)
+                return 0;
+        h->layers = calloc(g->n_layers, sizeof(Layer));
+        if (!h->layers)
+                return -ENOMEM;
+        for (size_t i = 0; i < g->n_layers; i++) {
+                int r = layer_copy(&h->layers[i], &g->layers[i]);
+
+                if (r < 0)
+                        return r;
+                h->n_layers++;
+        }
+        return 0;
 }
 
 bool report_changed(const Report *r) {

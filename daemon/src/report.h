@@ -60,6 +60,8 @@ HierarchyReport *report_add(Report *r, const char *hierarchy, ImageClass c);
 int report_warn(Report *r, const char *fmt, ...) _printf_(2, 3);
 int report_set_error(Report *r, int error, const char *fmt, ...) _printf_(3, 4);
 int hierarchy_report_set(HierarchyReport *h, Outcome o, int error, const char *fmt, ...) _printf_(4, 5);
+/* The layers of the generation in place (none if it is not merged). */
+int hierarchy_report_set_layers(HierarchyReport *h, const Generation *g);
 
 /* <0: the first error; >0 something changed; 0 nothing changed. */
 int report_result(const Report *r);

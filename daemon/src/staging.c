@@ -76,106 +76,114 @@ static const char *staging_child_setup(const char *run_dir) {
         return NULL;
 }
 
-static int staging_create_on(const char *run_dir, const char *pin, int cpu);
+/* In the child: set up the namespace, say how it went, live until the parent has pinned it. */
+_Noreturn static void staging_child(const char *run_dir, int cpu, int ready_fd, int done_fd) {
+        char result[64] = {}, byte;
+        const char *step;
 
-/*
- * The pin is a bind mount of the new namespace's nsfs file into ours, which
- * the kernel allows only for a namespace with a higher ID than ours
- * (mnt_ns_loop(): no reference loops). IDs come from per-CPU batches
- * (gen_cookie_next()), so a namespace created now on another CPU may carry a
- * lower ID than one created earlier: -EINVAL. The CPU that created our
- * namespace only hands out higher IDs, so trying each CPU in turn succeeds.
- * (A real host's namespace is the boot-time one: the first try works.)
- */
-static int staging_create(const char *run_dir, const char *pin) {
-        cpu_set_t cpus;
-        int r;
+        if (cpu >= 0) {
+                cpu_set_t one;
 
-        r = staging_create_on(run_dir, pin, -1);
-        if (r != -EINVAL || sched_getaffinity(0, sizeof(cpus), &cpus) < 0)
-                return r;
-        for (int cpu = 0; cpu < CPU_SETSIZE && r == -EINVAL; cpu++)
-                if (CPU_ISSET(cpu, &cpus)) {
-                        log_debug("Retrying the staging namespace on CPU %d.", cpu);
-                        r = staging_create_on(run_dir, pin, cpu);
-                }
-        return r;
+                CPU_ZERO(&one);
+                CPU_SET(cpu, &one);
+                (void) sched_setaffinity(0, sizeof(one), &one);
+        }
+        step = staging_child_setup(run_dir);
+        /* One byte: 0, or the errno of the failed step followed by its name. */
+        if (step)
+                snprintf(result, sizeof(result), "%c%s", (char) errno, step);
+        (void) !write(ready_fd, result, step ? strlen(result + 1) + 1 : 1);
+        (void) !read(done_fd, &byte, 1);
+        _exit(step ? EXIT_FAILURE : EXIT_SUCCESS);
 }
 
-static int staging_create_on(const char *run_dir, const char *pin, int cpu) {
-        _cleanup_close_ int fd = -EBADF, nsfd = -EBADF;
-        int ready[2] = { -EBADF, -EBADF }, done[2] = { -EBADF, -EBADF };
-        char byte = 0, ns_path[64], fd_path[64];
-        int r, status;
-        pid_t pid;
+/* Bind-mount the child's namespace file at pin. */
+static int pin_namespace(pid_t pid, const char *pin) {
+        _cleanup_close_ int ns_fd = proc_open(pid, "ns/mnt", O_RDONLY);
+        char fd_path[64];
 
+        if (ns_fd < 0)
+                return ns_fd;
+        snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", ns_fd);
+        return RET_NERRNO(mount(fd_path, pin, NULL, MS_BIND, NULL));
+}
+
+/*
+ * One attempt: a child sets up the namespace (on @cpu if >= 0) and we pin
+ * it. *ret_refused: the kernel refused the pin as a namespace loop.
+ */
+static int staging_create_on(const char *run_dir, const char *pin, int cpu, bool *ret_refused) {
+        _cleanup_close_pair_ int ready[2] = { -EBADF, -EBADF }, done[2] = { -EBADF, -EBADF };
+        _cleanup_close_ int fd = -EBADF;
+        char result[64] = {};
+        pid_t pid;
+        int r;
+
+        *ret_refused = false;
+        /* The pin's mount point: an empty file. */
         fd = open(pin, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
-        if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(done, O_CLOEXEC) < 0) {
-                r = -errno;
-                goto out;
-        }
-
+        if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(done, O_CLOEXEC) < 0)
+                return -errno;
         pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                goto out;
-        }
-        if (pid == 0) {
-                const char *step;
+        if (pid < 0)
+                return -errno;
+        if (pid == 0)
+                staging_child(run_dir, cpu, ready[1], done[0]);
 
-                if (cpu >= 0) {
-                        cpu_set_t one;
-
-                        CPU_ZERO(&one);
-                        CPU_SET(cpu, &one);
-                        (void) sched_setaffinity(0, sizeof(one), &one);
-                }
-                step = staging_child_setup(run_dir);
-                char result[64] = {};
-
-                if (step)
-                        snprintf(result, sizeof(result), "%c%s", (char) errno, step);
-                (void) !write(ready[1], result, step ? strlen(result + 1) + 1 : 1);
-                (void) !read(done[0], &byte, 1);   /* live until the parent has pinned us */
-                _exit(step ? EXIT_FAILURE : EXIT_SUCCESS);
-        }
-
-        safe_close(ready[1]), ready[1] = -EBADF;
-        {
-                char result[64] = {};
-
-                if (read(ready[0], result, sizeof(result) - 1) < 1)
-                        result[0] = EIO;
-                byte = result[0];
-                if (byte)
-                        log_debug("Setting up the staging namespace failed at %s: %s", result + 1,
-                                  strerror((unsigned char) byte));
-        }
-        if (byte == 0) {
-                snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/mnt", (int) pid);
-                nsfd = open(ns_path, O_RDONLY | O_CLOEXEC);
-                if (nsfd < 0)
-                        byte = (char) errno;
-        }
-        if (byte == 0) {
-                snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", nsfd);
-                if (mount(fd_path, pin, NULL, MS_BIND, NULL) < 0) {
-                        byte = (char) errno;
-                        log_debug_errno(errno, "Failed to pin the staging namespace at '%s': %m", pin);
-                }
+        ready[1] = safe_close(ready[1]);
+        if (read(ready[0], result, sizeof(result) - 1) < 1)
+                r = -EIO;
+        else if (result[0] != 0)
+                r = log_debug_errno((unsigned char) result[0], "Setting up the staging namespace failed at %s: %m",
+                                    result + 1);
+        else {
+                r = pin_namespace(pid, pin);
+                *ret_refused = r == -EINVAL;
+                if (r < 0)
+                        log_debug_errno(r, "Failed to pin the staging namespace at '%s': %m", pin);
         }
         (void) !write(done[1], "x", 1);
-        (void) waitpid(pid, &status, 0);
-        r = byte ? -(int) (unsigned char) byte : 0;
-        if (r < 0)
-                log_debug_errno(r, "Failed to create the staging namespace: %m");
-out:
-        safe_close(ready[0]);
-        safe_close(ready[1]);
-        safe_close(done[0]);
-        safe_close(done[1]);
+        (void) waitpid(pid, NULL, 0);
+        return r;
+}
+
+/*
+ * The pin is a bind mount of the new namespace's nsfs file into ours, and
+ * the kernel allows that only for a namespace younger than ours, so that
+ * namespaces cannot pin each other in a reference loop (fs/namespace.c,
+ * mnt_ns_loop(): -EINVAL if current->nsproxy->mnt_ns's ID >= the target's).
+ *
+ * Up to 6.17, and on 6.1, the ID is one global counter (alloc_mnt_ns():
+ * atomic64_inc_return(&mnt_ns_seq)): a namespace created now is always
+ * younger than ours and the first attempt works. 6.18 takes mount namespace
+ * IDs from the namespace cookie all namespace types share (kernel/nstree.c
+ * ns_tree_gen_id() -> gen_cookie_next(), include/linux/cookie.h), which
+ * hands each CPU a batch of 4096 IDs at a time: an ID taken now on one CPU
+ * can be lower than ours if ours came from another CPU's later batch
+ * (measured on 6.18.44, 2 CPUs: inside a namespace with ID 7623, new ones
+ * got 3995 on CPU 0 and 7624 on CPU 1). On any one CPU the IDs only grow,
+ * so the CPU that created our namespace always gives a younger one; we
+ * cannot tell which CPU that was, so each CPU we may run on is tried in
+ * turn. (The series that followed 6.18, "nstree: assign fixed ids to the
+ * initial namespaces", went back to one counter.) A real host's namespace
+ * is the boot-time one, with the lowest ID of all: the first attempt works
+ * there; the retries matter in nested namespaces such as our tests.
+ */
+static int staging_create(const char *run_dir, const char *pin) {
+        cpu_set_t cpus;
+        bool refused;
+        int r;
+
+        r = staging_create_on(run_dir, pin, -1, &refused);
+        if (!refused || sched_getaffinity(0, sizeof(cpus), &cpus) < 0)
+                return r;
+        for (int cpu = 0; cpu < CPU_SETSIZE && refused; cpu++)
+                if (CPU_ISSET(cpu, &cpus)) {
+                        log_debug("Retrying the staging namespace on CPU %d.", cpu);
+                        r = staging_create_on(run_dir, pin, cpu, &refused);
+                }
         return r;
 }
 
@@ -282,32 +290,93 @@ int staging_open_path(Staging *s, const char *rel) {
         return RET_NERRNO(open(rel, O_PATH | O_DIRECTORY | O_CLOEXEC));
 }
 
+int staging_is_mounted(Staging *s, const char *rel) {
+        _cleanup_free_ char *parent = strdup(rel);
+        uint64_t a, b;
+        char *slash;
+
+        if (!s->inside)
+                return -EINVAL;
+        if (!parent)
+                return -ENOMEM;
+        slash = strrchr(parent, '/');
+        if (slash)
+                *slash = 0;
+        /* A mount point is on another mount than its parent directory. */
+        if (path_get_mnt_id(AT_FDCWD, rel, &a) < 0 || path_get_mnt_id(AT_FDCWD, slash ? parent : ".", &b) < 0)
+                return 0;
+        return a != b;
+}
+
+int staging_open_mounted(Staging *s, const char *rel) {
+        int r;
+
+        r = staging_enter(s);
+        if (r >= 0)
+                r = staging_is_mounted(s, rel);
+        if (r > 0)
+                r = staging_open_path(s, rel);
+        else if (r == 0)
+                r = -ENOENT;
+        (void) staging_leave(s);
+        return r;
+}
+
+const char *staging_image_path(char buf[static STAGING_PATH_MAX], unsigned id) {
+        snprintf(buf, STAGING_PATH_MAX, "i/%u", id);
+        return buf;
+}
+
+static bool staging_table_has(const StagingTable *t, const char *name) {
+        char *end;
+        unsigned long id = strtoul(name, &end, 10);
+
+        if (*end != 0)
+                return false;
+        for (size_t i = 0; i < t->n_images; i++)
+                if (t->images[i].id == id)
+                        return true;
+        return false;
+}
+
+void staging_detach_orphans(Staging *s, const StagingTable *t) {
+        static const char * const dirs[] = { "i", "o" };
+
+        for (size_t k = 0; k < ELEMENTSOF(dirs); k++) {
+                _cleanup_closedir_ DIR *d = opendir_at(AT_FDCWD, dirs[k]);
+
+                for (struct dirent *de; d && (de = readdir_no_dot(d)); ) {
+                        _cleanup_free_ char *rel = NULL;
+
+                        if (streq(dirs[k], "i") && staging_table_has(t, de->d_name))
+                                continue;
+                        rel = path_join(dirs[k], de->d_name);
+                        if (!rel)
+                                break;
+                        log_debug("Detaching orphaned staging mount %s.", rel);
+                        (void) staging_detach(s, rel);
+                }
+        }
+}
+
 int staging_count_mounts(Staging *s) {
         _cleanup_close_ int proc = -EBADF;
-        FILE *f;
-        char line[4096];
-        int n = 0, fd, r;
+        _cleanup_free_ char *text = NULL;
+        int n = 0, r;
 
-        /* No /proc in there: open it here, and mountinfo once inside (it binds to the namespace at open). */
+        /* No /proc in there: open it here; mountinfo opened inside shows the staging namespace. */
         proc = open("/proc/thread-self", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (proc < 0)
                 return -errno;
         r = staging_enter(s);
         if (r < 0)
                 return r;
-        fd = openat(proc, "mountinfo", O_RDONLY | O_CLOEXEC);
-        r = fd < 0 ? -errno : 0;
+        r = read_full_file_at(proc, "mountinfo", 64 * 1024 * 1024, &text);
         (void) staging_leave(s);
         if (r < 0)
                 return r;
-        f = fdopen(fd, "re");
-        if (!f) {
-                safe_close(fd);
-                return -errno;
-        }
-        while (fgets(line, sizeof(line), f))
+        for (const char *p = text; (p = strchr(p, '\n')); p++)
                 n++;
-        fclose(f);
         return n;
 }
 

@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "state.h"
+
 typedef struct Staging {
         int ns_fd;           /* the staging namespace */
         uint64_t ns_ino;
@@ -46,6 +48,20 @@ int staging_attach(Staging *s, int mount_fd, const char *rel);
 int staging_detach(Staging *s, const char *rel);
 /* Inside: an O_PATH fd for rel, usable after leaving. */
 int staging_open_path(Staging *s, const char *rel);
+/* Inside: is something mounted at rel, not just its directory there? */
+int staging_is_mounted(Staging *s, const char *rel);
+/* Enters and leaves: an O_PATH fd for what is mounted at rel, -ENOENT if nothing is. */
+int staging_open_mounted(Staging *s, const char *rel);
+/*
+ * Inside: detach what a killed run left, image mounts in i/ that the table
+ * does not list and overlays half-assembled in o/. Both would otherwise
+ * stay until reboot.
+ */
+void staging_detach_orphans(Staging *s, const StagingTable *t);
+
+/* "i/<id>": where staged image <id> is mounted. */
+#define STAGING_PATH_MAX 32
+const char *staging_image_path(char buf[static STAGING_PATH_MAX], unsigned id);
 
 /* The number of mounts in the staging namespace (for status and leak checks). */
 int staging_count_mounts(Staging *s);

@@ -7,10 +7,15 @@
 #include <sys/sysmacros.h>
 
 #include "mount-api.h"
+#include "mountinfo.h"
 #include "state.h"
 #include "util.h"
 
 #define STATE_FILE_MAX (16 * 1024 * 1024)
+
+static char *strdup_or_null(const char *s) {
+        return s ? strdup(s) : NULL;
+}
 
 void layer_done(Layer *l) {
         free(l->name);
@@ -19,6 +24,22 @@ void layer_done(Layer *l) {
         free(l->image);
         free(l->fingerprint);
         *l = (Layer) {};
+}
+
+int layer_copy(Layer *dst, const Layer *src) {
+        *dst = (Layer) {
+                .name = strdup(src->name),
+                .extension = strdup(src->extension),
+                .version = strdup_or_null(src->version),
+                .image = strdup_or_null(src->image),
+                .fingerprint = strdup(src->fingerprint),
+        };
+        if (!dst->name || !dst->extension || !dst->fingerprint || (src->version && !dst->version) ||
+            (src->image && !dst->image)) {
+                layer_done(dst);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 void generation_done(Generation *g) {
@@ -36,6 +57,21 @@ Generation *generation_free(Generation *g) {
                 free(g);
         }
         return NULL;
+}
+
+int generation_history_after(const Generation *old, PastOverlay **ret, size_t *ret_n) {
+        PastOverlay *h = calloc(GENERATION_HISTORY_MAX, sizeof(PastOverlay));
+        size_t n = 0;
+
+        if (!h)
+                return -ENOMEM;
+        if (old->merged)
+                h[n++] = (PastOverlay) { .number = old->number, .dev = old->overlay_dev };
+        for (size_t i = 0; i < old->n_history && n < GENERATION_HISTORY_MAX; i++)
+                h[n++] = old->history[i];
+        *ret = h;
+        *ret_n = n;
+        return 0;
 }
 
 char *hierarchy_id(const char *hierarchy) {
@@ -110,14 +146,9 @@ static dev_t parse_devnum(const char *s) {
 }
 
 static int jadd_dev(json_object *o, const char *key, dev_t d) {
-        char buf[32];
+        _cleanup_free_ char *s = format_devnum(d);
 
-        snprintf(buf, sizeof(buf), "%u:%u", major(d), minor(d));
-        return jadd_str(o, key, buf);
-}
-
-static char *strdup_or_null(const char *s) {
-        return s ? strdup(s) : NULL;
+        return s ? jadd_str(o, key, s) : -ENOMEM;
 }
 
 json_object *generation_to_json(const Generation *g) {
@@ -138,10 +169,7 @@ json_object *generation_to_json(const Generation *g) {
         jadd_dev(o, "overlay_dev", g->overlay_dev);
         json_object_object_add(o, "overlay_mount_id", json_object_new_uint64(g->overlay_mnt_id));
         jadd_dev(o, "base_dev", g->base_dev);
-        snprintf(buf, sizeof(buf), "%s%s%s%s",
-                 g->attr & MOUNT_ATTR_RDONLY ? "ro" : "rw", g->attr & MOUNT_ATTR_NOSUID ? ",nosuid" : "",
-                 g->attr & MOUNT_ATTR_NODEV ? ",nodev" : "", g->attr & MOUNT_ATTR_NOEXEC ? ",noexec" : "");
-        jadd_str(o, "flags", buf);
+        jadd_str(o, "flags", mount_attr_to_string(g->attr, buf, sizeof(buf)));
         json_object_object_add(o, "attr", json_object_new_uint64(g->attr));
         json_object_object_add(o, "window", json_object_new_boolean(g->window));
         for (size_t i = 0; i < g->n_layers; i++) {

@@ -55,9 +55,18 @@ typedef struct Generation {
 } Generation;
 
 void layer_done(Layer *l);
+/* A deep copy; -ENOMEM leaves *dst done. */
+int layer_copy(Layer *dst, const Layer *src);
 void generation_done(Generation *g);
 Generation *generation_free(Generation *g);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Generation *, generation_free);
+
+/*
+ * The history once @old is replaced or unmounted: its own overlay (if
+ * merged) first, then its history, at most GENERATION_HISTORY_MAX (the
+ * oldest go).
+ */
+int generation_history_after(const Generation *old, PastOverlay **ret, size_t *ret_n);
 
 /* File-name form of a hierarchy: "/usr/local" -> "usr-local". */
 char *hierarchy_id(const char *hierarchy);

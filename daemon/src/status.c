@@ -143,7 +143,7 @@ int tuck_status(TuckContext *c, Status **ret) {
                 (void) path_get_mount_attr(AT_FDCWD, h->hierarchy->full, &h->attr);
                 if (!h->generation.merged && h->generation.n_history == 0)
                         continue;
-                r = nsscan_hierarchy(c->root, h->hierarchy->path, &h->generation, &h->views, &h->n_views);
+                r = nsscan_hierarchy(c->root, h->hierarchy->full, &h->generation, &h->views, &h->n_views);
                 if (r < 0) {
                         status_free(s);
                         return r;

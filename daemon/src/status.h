@@ -33,7 +33,7 @@ typedef struct HierarchyStatus {
         Generation generation;       /* number 0: never merged since boot */
         bool on_top;                 /* our overlay is the top mount here */
         uint64_t attr;               /* flags of the top mount here now */
-        NamespaceView *views;        /* every namespace that sees the root */
+        NamespaceView *views;        /* every namespace of the root (nsscan.h) */
         size_t n_views;
 } HierarchyStatus;
 

@@ -109,9 +109,10 @@ int swap_on_top(int tree_fd, const char *target) {
         return RET_NERRNO(move_mount(tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH));
 }
 
-int swap_window(int tree_fd, const char *target, uint64_t old_top_id) {
+int swap_window(int tree_fd, const char *target, uint64_t old_top_id, bool *ret_exposed) {
         int r;
 
+        *ret_exposed = false;
         r = check_top(target, old_top_id);
         if (r < 0)
                 return r;
@@ -119,9 +120,7 @@ int swap_window(int tree_fd, const char *target, uint64_t old_top_id) {
                 return -errno;
         /* The window: every namespace sees the bare base until this returns. */
         r = swap_on_top(tree_fd, target);
-        if (r < 0)
-                log_error_errno(r, "Unmounted the old overlay at '%s' but could not mount the new one: %m. "
-                                "'%s' now shows the base.", target, target);
+        *ret_exposed = r < 0;
         return r;
 }
 
@@ -211,7 +210,8 @@ static int peel_child(const char *path, unsigned peel, int sock) {
 }
 
 int base_capture(const char *path, unsigned peel, int *ret_fd) {
-        int pair[2], status, fd, r;
+        _cleanup_close_pair_ int pair[2] = { -EBADF, -EBADF };
+        int status, fd, r;
         pid_t pid;
 
         if (peel == 0) {
@@ -225,29 +225,19 @@ int base_capture(const char *path, unsigned peel, int *ret_fd) {
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -errno;
         pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                safe_close(pair[0]);
-                safe_close(pair[1]);
-                return r;
-        }
+        if (pid < 0)
+                return -errno;
         if (pid == 0) {
-                safe_close(pair[0]);
+                pair[0] = safe_close(pair[0]);
                 r = peel_child(path, peel, pair[1]);
                 _exit(r < 0 ? (-r & 0xff) : 0);
         }
-        safe_close(pair[1]);
-        if (waitpid(pid, &status, 0) < 0) {
-                r = -errno;
-                safe_close(pair[0]);
-                return r;
-        }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                safe_close(pair[0]);
+        pair[1] = safe_close(pair[1]);
+        if (waitpid(pid, &status, 0) < 0)
+                return -errno;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 return WIFEXITED(status) ? -(int) WEXITSTATUS(status) : -EIO;
-        }
         fd = receive_fd(pair[0]);
-        safe_close(pair[0]);
         if (fd < 0)
                 return fd;
         *ret_fd = fd;

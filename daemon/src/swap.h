@@ -32,7 +32,8 @@ int mount_beneath_supported(const char *scratch_dir);
  */
 int swap_beneath(int tree_fd, const char *target, uint64_t old_top_id);
 int swap_on_top(int tree_fd, const char *target);
-int swap_window(int tree_fd, const char *target, uint64_t old_top_id);
+/* *ret_exposed: the old top is gone but the new tree could not be attached: the base shows. */
+int swap_window(int tree_fd, const char *target, uint64_t old_top_id, bool *ret_exposed);
 
 /* Moves tree_fd beneath the top mount at target, nothing more (tuckctl beneath). */
 int mount_beneath(int tree_fd, const char *target);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,6 +105,15 @@ int asprintf_safe(char **ret, const char *format, ...) {
         return 0;
 }
 
+int free_and_vasprintf(char **p, const char *format, va_list ap) {
+        free(*p);
+        if (vasprintf(p, format, ap) < 0) {
+                *p = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 void strv_free(char **l) {
         STRV_FOREACH(s, l)
                 free(*s);
@@ -175,6 +186,14 @@ char **strv_split(const char *s, const char *separators) {
         return TAKE_PTR(l);
 }
 
+static int compare_strings(const void *a, const void *b) {
+        return strcmp(*(const char * const *) a, *(const char * const *) b);
+}
+
+void strv_sort(char **l) {
+        qsort(l, strv_length(l), sizeof(char *), compare_strings);
+}
+
 char *strv_join(char * const *l, const char *separator) {
         size_t n = 1, sl = strlen(separator);
         char *r, *p;
@@ -191,6 +210,27 @@ char *strv_join(char * const *l, const char *separator) {
                 p = stpcpy(p, l[i]);
         }
         return r;
+}
+
+DIR *opendir_at(int dir_fd, const char *path) {
+        _cleanup_close_ int fd = openat(dir_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
+        DIR *d;
+
+        if (fd < 0)
+                return NULL;
+        d = fdopendir(fd);
+        if (d)
+                TAKE_FD(fd);
+        return d;
+}
+
+struct dirent *readdir_no_dot(DIR *d) {
+        struct dirent *de;
+
+        while ((de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                        return de;
+        return NULL;
 }
 
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
@@ -287,6 +327,22 @@ int mkdir_p(const char *path, mode_t mode) {
                 *s = '/';
         }
         return 0;
+}
+
+int openat_in_root(int root_fd, const char *path, int flags) {
+        struct open_how how = {
+                .flags = flags | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+
+        return RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how)));
+}
+
+int proc_open(pid_t pid, const char *what, int flags) {
+        char p[64];
+
+        snprintf(p, sizeof(p), "/proc/%d/%s", (int) pid, what);
+        return RET_NERRNO(open(p, flags | O_CLOEXEC));
 }
 
 uint64_t now_usec(clockid_t clock) {

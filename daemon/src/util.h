@@ -6,6 +6,8 @@
  * global state; every allocating function returns NULL or -ENOMEM.
  */
 
+#include <dirent.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +50,8 @@ char *path_join_real(const char *first, ...);
 #define path_join(...) path_join_real(__VA_ARGS__, NULL)
 char *strstrip(char *s);
 int asprintf_safe(char **ret, const char *format, ...) _printf_(2, 3);
+/* Replaces *p (freed) with a newly formatted string; -ENOMEM leaves *p NULL. */
+int free_and_vasprintf(char **p, const char *format, va_list ap) _printf_(2, 0);
 
 /* NULL-terminated string vectors. */
 void strv_free(char **l);
@@ -60,12 +64,25 @@ int strv_consume(char ***l, char *value);
 char **strv_copy(char * const *l);
 char **strv_split(const char *s, const char *separators);
 char *strv_join(char * const *l, const char *separator);
+void strv_sort(char **l);
 #define STRV_FOREACH(s, l) for (typeof(*(l)) *s = (l); s && *s; s++)
+
+/* Directories. */
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
+#define _cleanup_closedir_ _cleanup_(closedirp)
+/* opendir() of dir_fd/path, O_CLOEXEC; NULL with errno set on failure. */
+DIR *opendir_at(int dir_fd, const char *path);
+/* readdir() without "." and "..". */
+struct dirent *readdir_no_dot(DIR *d);
 
 /* Files. */
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret);
 int write_file_atomic(const char *path, const char *contents, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
+/* openat2(RESOLVE_IN_ROOT): path resolved as if root_fd were "/" (symlinks and ".." stay inside). */
+int openat_in_root(int root_fd, const char *path, int flags);
+/* open("/proc/PID/WHAT", flags | O_CLOEXEC) */
+int proc_open(pid_t pid, const char *what, int flags);
 
 /* Monotonic and realtime clocks in microseconds. */
 uint64_t now_usec(clockid_t clock);

@@ -8,16 +8,13 @@
 
 #include "log.h"
 #include "macro.h"
+#include "tuck-bus.h"
 #include "tuckctl-bus.h"
 #include "util.h"
 
-#define TUCKD_BUS_NAME "org.tuck1"
-#define TUCKD_OBJECT_PATH "/org/tuck1"
-#define TUCKD_INTERFACE "org.tuck1.Manager"
-
 /* tuckd's refusals keep their meaning: tuckctl exits with EXIT_REFUSED. */
 static const sd_bus_error_map tuckd_errors[] = {
-        SD_BUS_ERROR_MAP("org.tuck1.Error.Refused", EPERM),
+        SD_BUS_ERROR_MAP(TUCK_BUS_ERROR_REFUSED, EPERM),
         SD_BUS_ERROR_MAP_END,
 };
 
@@ -35,7 +32,7 @@ int tuckctl_bus_available(const char *root) {
                 return r == -ENOENT || r == -ECONNREFUSED ? 0 : r;
         /* No owner (tuckd not running) answers ServiceUnknown/NameHasNoOwner:
          * no bus activation file is installed, so asking never starts it. */
-        r = sd_bus_get_property_string(bus, TUCKD_BUS_NAME, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
+        r = sd_bus_get_property_string(bus, TUCK_BUS_NAME, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
                                        "Root", &error, &their_root);
         if (r < 0) {
                 bool absent = sd_bus_error_has_names(&error, SD_BUS_ERROR_SERVICE_UNKNOWN,
@@ -59,8 +56,8 @@ static int call(sd_bus **ret_bus, const char *method, sd_bus_message **ret_reply
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return log_error_errno(r, "Failed to connect to the system bus: %m");
-        r = sd_bus_message_new_method_call(bus, &m, TUCKD_BUS_NAME, TUCKD_OBJECT_PATH,
-                                           TUCKD_INTERFACE, method);
+        r = sd_bus_message_new_method_call(bus, &m, TUCK_BUS_NAME, TUCK_BUS_PATH,
+                                           TUCK_BUS_INTERFACE, method);
         if (r < 0)
                 return log_error_errno(r, "Failed to build the %s call: %m", method);
         if (types) {
@@ -146,9 +143,9 @@ int tuckctl_bus_try(const char *verb, const char *root, const TuckOptions *o, bo
         }
 
         if (o->force)
-                flags |= TUCKCTL_BUS_FORCE;
+                flags |= TUCK_BUS_FLAG_FORCE;
         if (o->allow_downgrade)
-                flags |= TUCKCTL_BUS_ALLOW_DOWNGRADE;
+                flags |= TUCK_BUS_FLAG_ALLOW_DOWNGRADE;
         *ret_handled = true;
         return tuckctl_bus_run(verb, flags, quiet);
 }

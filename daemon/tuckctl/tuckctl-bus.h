@@ -13,10 +13,6 @@
 
 #include "tuck.h"
 
-/* The D-Bus flags of org.tuck1.Manager's Merge/Refresh/Unmerge. */
-#define TUCKCTL_BUS_FORCE           (UINT64_C(1) << 0)
-#define TUCKCTL_BUS_ALLOW_DOWNGRADE (UINT64_C(1) << 1)
-
 /*
  * Is tuckd running (its name owned on the system bus)? Never for a --root
  * other than "/": a test tree is not the host's. Returns 1, 0, or <0 if the

@@ -54,18 +54,18 @@ static int method_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const c
         r = sd_bus_message_read(msg, "t", &flags);
         if (r < 0)
                 return r;
-        if (flags & ~_ENGINE_FLAGS_ALL)
+        if (flags & ~_TUCK_BUS_FLAGS_ALL)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
                                          "Unknown flags 0x%llx for %s.",
-                                         (unsigned long long) (flags & ~_ENGINE_FLAGS_ALL), method);
+                                         (unsigned long long) (flags & ~_TUCK_BUS_FLAGS_ALL), method);
 
         snprintf(trigger, sizeof trigger, "D-Bus %s", method);
         r = manager_run(m, verb, flags, trigger, &reason);
         if (r < 0)
-                return sd_bus_error_setf(error, "org.tuck1.Error.Refused", "%s refused: %s",
+                return sd_bus_error_setf(error, TUCK_BUS_ERROR_REFUSED, "%s refused: %s",
                                          method, reason ?: strerror(-r));
 
-        (void) sd_bus_emit_properties_changed(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
+        (void) sd_bus_emit_properties_changed(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
                                               "Generations", "RefreshCount", "HealCount", NULL);
         return sd_bus_reply_method_return(msg, "b", r > 0);
 }
@@ -182,16 +182,16 @@ static const sd_bus_vtable manager_vtable[] = {
 int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t old_gen, uint64_t new_gen) {
         if (!m->bus)
                 return 0;
-        (void) sd_bus_emit_properties_changed(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
+        (void) sd_bus_emit_properties_changed(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
                                               "Generations", NULL);
-        return sd_bus_emit_signal(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, "GenerationChanged",
+        return sd_bus_emit_signal(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, "GenerationChanged",
                                   "stt", hierarchy, old_gen, new_gen);
 }
 
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome) {
         if (!m->bus)
                 return 0;
-        return sd_bus_emit_signal(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, "NamespaceStale",
+        return sd_bus_emit_signal(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, "NamespaceStale",
                                   "sussss" "s", hierarchy, (uint32_t) r->view.pid, r->view.comm,
                                   r->view.unit ?: "", r->view.machine ?: "",
                                   heal_action_to_string(r->action), outcome);
@@ -218,10 +218,10 @@ static int on_name_acquired(sd_bus_message *reply, void *userdata, sd_bus_error 
         if (e) {
                 /* Another tuckd owns it (or the policy forbids us): two daemons
                  * must never swap the same hierarchies. */
-                log_error("Failed to acquire the bus name %s: %s", TUCKD_BUS_NAME, e->message);
+                log_error("Failed to acquire the bus name %s: %s", TUCK_BUS_NAME, e->message);
                 return sd_event_exit(m->event, -EEXIST);
         }
-        log_info("Acquired %s on the system bus.", TUCKD_BUS_NAME);
+        log_info("Acquired %s on the system bus.", TUCK_BUS_NAME);
         return 0;
 }
 
@@ -276,9 +276,9 @@ int manager_connect_bus(Manager *m) {
         }
         (void) sd_bus_set_description(m->bus, "tuckd");
 
-        r = sd_bus_add_object_vtable(m->bus, NULL, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, manager_vtable, m);
+        r = sd_bus_add_object_vtable(m->bus, NULL, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, manager_vtable, m);
         if (r < 0)
-                return log_error_errno(r, "Failed to register %s: %m", TUCKD_OBJECT_PATH);
+                return log_error_errno(r, "Failed to register %s: %m", TUCK_BUS_PATH);
 
         r = sd_bus_match_signal_async(m->bus, NULL, "org.freedesktop.DBus.Local", NULL,
                                       "org.freedesktop.DBus.Local", "Disconnected",
@@ -286,9 +286,9 @@ int manager_connect_bus(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to watch for bus disconnection: %m");
 
-        r = sd_bus_request_name_async(m->bus, NULL, TUCKD_BUS_NAME, 0, on_name_acquired, m);
+        r = sd_bus_request_name_async(m->bus, NULL, TUCK_BUS_NAME, 0, on_name_acquired, m);
         if (r < 0)
-                return log_error_errno(r, "Failed to request the bus name %s: %m", TUCKD_BUS_NAME);
+                return log_error_errno(r, "Failed to request the bus name %s: %m", TUCK_BUS_NAME);
 
         r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)

@@ -182,8 +182,8 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, const EngineHooks *ho
         _cleanup_report_ Report *report = NULL;
         TuckHooks th = { .before_swap = hook_before, .after_swap = hook_after, .userdata = e };
         TuckOptions o = {
-                .force = flags & ENGINE_FORCE,
-                .allow_downgrade = flags & ENGINE_ALLOW_DOWNGRADE,
+                .force = flags & TUCK_BUS_FLAG_FORCE,
+                .allow_downgrade = flags & TUCK_BUS_FLAG_ALLOW_DOWNGRADE,
                 .hooks = &th,
         };
         int r;

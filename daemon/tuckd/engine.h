@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tuck-bus.h"
+
 typedef struct Engine Engine;
 
 typedef enum EngineVerb {
@@ -19,10 +21,7 @@ typedef enum EngineVerb {
         _ENGINE_VERB_MAX,
 } EngineVerb;
 
-/* Flags of the D-Bus methods and tuckctl options alike. */
-#define ENGINE_FORCE           (UINT64_C(1) << 0)       /* --force: refresh even if unchanged */
-#define ENGINE_ALLOW_DOWNGRADE (UINT64_C(1) << 1)       /* --allow-downgrade */
-#define _ENGINE_FLAGS_ALL      (ENGINE_FORCE | ENGINE_ALLOW_DOWNGRADE)
+/* Flags: TUCK_BUS_FLAG_* (tuck-bus.h), the D-Bus methods' and tuckctl's options alike. */
 
 /* One hierarchy's current generation as the host sees it. */
 typedef struct EngineGeneration {

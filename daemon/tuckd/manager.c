@@ -77,7 +77,7 @@ Manager *manager_free(Manager *m) {
         sd_bus_flush_close_unref(m->bus);
         sd_event_unref(m->event);
         for (size_t i = 0; i < m->n_hierarchies; i++) {
-                ns_views_free(m->hierarchies[i].before, m->hierarchies[i].n_before);
+                namespace_views_free(m->hierarchies[i].before, m->hierarchies[i].n_before);
                 free(m->hierarchies[i].flags);
         }
         free(m->hierarchies);
@@ -182,7 +182,7 @@ static void on_before_swap(const EngineSwap *s, void *userdata) {
         size_t n = hierarchy_old_devs(m, s->hierarchy, s->old_dev, devs, ELEMENTSOF(devs));
         int r;
 
-        ns_views_free(h->before, h->n_before);
+        namespace_views_free(h->before, h->n_before);
         h->before = NULL;
         h->n_before = 0;
         if (n == 0)
@@ -270,7 +270,7 @@ static void hierarchy_handle_stale(Manager *m, size_t idx, uint64_t generation, 
 
         n_devs = hierarchy_old_devs(m, idx, replaced, devs, ELEMENTSOF(devs));
         r = heal_after_swap(m->root, h->path, fd, devs, n_devs, h->before, h->n_before, heal, &reports, &n);
-        ns_views_free(h->before, h->n_before);
+        namespace_views_free(h->before, h->n_before);
         h->before = NULL;
         h->n_before = 0;
         if (r < 0) {
@@ -338,7 +338,7 @@ void manager_heal_now(Manager *m, const char *trigger) {
                         continue;
 
                 n = hierarchy_old_devs(m, i, h->current.dev, devs, ELEMENTSOF(devs));
-                ns_views_free(h->before, h->n_before);
+                namespace_views_free(h->before, h->n_before);
                 h->before = NULL;
                 h->n_before = 0;
                 r = heal_snapshot(m->root, h->path, devs, n, &h->before, &h->n_before);

@@ -7,11 +7,9 @@
 
 #include "engine.h"
 #include "heal.h"
+#include "tuck-bus.h"
 #include "tuckd-conf.h"
 
-#define TUCKD_BUS_NAME "org.tuck1"
-#define TUCKD_OBJECT_PATH "/org/tuck1"
-#define TUCKD_INTERFACE "org.tuck1.Manager"
 
 /* How many superseded overlays per hierarchy we remember as "ours" when
  * looking for namespaces left on an old generation. */
@@ -29,7 +27,7 @@ typedef struct Hierarchy {
         dev_t stale_devs[STALE_DEVS_MAX];
         size_t n_stale_devs;
         bool logged;                    /* this run's change is logged already */
-        NsView *before;                 /* snapshot taken before a swap */
+        NamespaceView *before;          /* snapshot taken before a swap */
         NsFlags *flags;                 /* per namespace, so a loosening seen under
                                          * report is still undone by a later heal */
         size_t n_flags;

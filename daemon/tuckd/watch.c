@@ -33,6 +33,7 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
+#include "util.h"
 
 #define IMAGE_DIR_MASK                                                          \
         (IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | \
@@ -47,7 +48,7 @@ static bool name_is_image(const char *name, bool is_dir) {
         if (is_dir)
                 return true;                    /* a directory image */
         /* Symlinks (sysupdate's CurrentSymlink=) and regular files: only *.raw. */
-        return l > 4 && strcmp(name + l - 4, ".raw") == 0;
+        return l > 4 && streq(name + l - 4, ".raw");
 }
 
 static void rewatch_later(Manager *m);
@@ -205,19 +206,14 @@ int manager_images_busy(Manager *m, char **ret_path) {
         size_t n = engine_image_dirs(m->engine, &dirs);
 
         for (size_t i = 0; i < n; i++) {
-                DIR *d = opendir(dirs[i]);
-                struct dirent *de;
+                _cleanup_closedir_ DIR *d = opendir_at(AT_FDCWD, dirs[i]);
 
-                if (!d)
-                        continue;
-                while ((de = readdir(d)))
+                for (struct dirent *de; d && (de = readdir_no_dot(d)); )
                         if (name_is_image(de->d_name, false) && file_open_for_writing(dirfd(d), de->d_name)) {
-                                if (ret_path && asprintf(ret_path, "%s/%s", dirs[i], de->d_name) < 0)
-                                        *ret_path = NULL;
-                                closedir(d);
+                                if (ret_path)
+                                        *ret_path = path_join(dirs[i], de->d_name);
                                 return 1;
                         }
-                closedir(d);
         }
         return 0;
 }

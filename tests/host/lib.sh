@@ -16,29 +16,22 @@
 #
 # Environment from meson: TUCKCTL, TUCK_PROBE, TUCK_FAULT, MKEXT.
 
-if [[ ${TUCK_TEST_IN_NS:-} != 1 ]]; then
-        if ((EUID != 0)); then
-                echo "Bail out! host tests need root (mount namespaces, loop devices)"
-                exit 1
-        fi
-        export TUCK_TEST_IN_NS=1
-        exec unshare --mount --propagation private -- "$BASH" "$0" "$@"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+enter_test_ns private "$@"
 
 : "${TUCKCTL:?}" "${TUCK_PROBE:?}" "${TUCK_FAULT:?}" "${MKEXT:?}"
 
 ROOT=
 IMAGES=
-SERVICE_PIDS=()
-TAP_N=0
-TAP_FAILED=0
 
-cleanup_host() {
+# host_teardown: stop the services, unmount and remove the tree and the images.
+host_teardown() {
         local pid
         # Services, probes, workers: everything this test left in the background.
-        for pid in "${SERVICE_PIDS[@]}" $(jobs -p); do
+        for pid in $(jobs -p); do
                 kill "$pid" 2>/dev/null || true
         done
+        kill_pids
         wait 2>/dev/null || true
         # The namespace dies with us; unmounting is only for tidiness of losetup.
         if [[ -n $ROOT ]]; then
@@ -48,8 +41,9 @@ cleanup_host() {
         if [[ -n $IMAGES ]]; then
                 rm -rf "$IMAGES"
         fi
+        ROOT= IMAGES=
 }
-trap cleanup_host EXIT
+trap host_teardown EXIT
 
 # host_setup: a fresh host-like tree at $ROOT.
 host_setup() {
@@ -63,6 +57,7 @@ host_setup() {
                 echo generation=base >"$ROOT/$d/tuck-probe/generation"
         done
         IMAGES=$(mktemp -d /tmp/tuck-images.XXXXXX)
+        LOGS=$ROOT/tmp
 }
 
 # tuck ARGS...: tuckctl on the test host.
@@ -108,19 +103,13 @@ host_mountinfo() {
 # service NAME [--protect]: a long-running process in a slave namespace; sets SERVICE_PID.
 # With --protect it first puts a read-only bind of /usr on top (ProtectSystem=full).
 service() {
-        local name=$1 protect=${2:-}
-        local ready="$ROOT/tmp/service-$name.ready"
-        unshare --mount --propagation slave -- bash -c '
-                set -e
-                if [[ $2 == --protect ]]; then
-                        mount --bind "$1/usr" "$1/usr"
-                        mount -o remount,bind,ro "$1/usr"
-                fi
-                touch "$3"
-                exec sleep infinity' service "$ROOT" "$protect" "$ready" &
-        SERVICE_PID=$!
-        SERVICE_PIDS+=("$SERVICE_PID")
-        while [[ ! -e $ready ]]; do sleep 0.01; done
+        local name=$1 setup=true pid
+        if [[ ${2:-} == --protect ]]; then
+                setup="mount --bind $ROOT/usr $ROOT/usr && mount -o remount,bind,ro $ROOT/usr"
+        fi
+        spawn_ns "$name" "$setup"
+        pid=NS_PID_$name
+        SERVICE_PID=${!pid}
 }
 
 # in_ns PID CMD...: run CMD in PID's mount namespace.
@@ -128,36 +117,4 @@ in_ns() {
         local pid=$1
         shift
         nsenter --mount --target "$pid" -- "$@"
-}
-
-ok() {
-        TAP_N=$((TAP_N + 1))
-        echo "ok $TAP_N - $*"
-}
-
-not_ok() {
-        TAP_N=$((TAP_N + 1))
-        TAP_FAILED=$((TAP_FAILED + 1))
-        echo "not ok $TAP_N - $*"
-}
-
-# check DESCRIPTION CMD...: one TAP line for whether CMD succeeds.
-check() {
-        local what=$1
-        shift
-        if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
-
-# expect_eq DESCRIPTION GOT WANT
-expect_eq() {
-        if [[ $2 == "$3" ]]; then ok "$1"; else not_ok "$1 (got '$2', want '$3')"; fi
-}
-
-diag() {
-        sed 's/^/# /' <<<"$*"
-}
-
-tap_done() {
-        echo "1..$TAP_N"
-        ((TAP_FAILED == 0))
 }

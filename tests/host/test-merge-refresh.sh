@@ -37,6 +37,9 @@ diag "a ProtectSystem-like service started before the merge sees: $(in_ns "$earl
 # One started after the merge binds the overlay itself.
 service protect --protect
 protect=$SERVICE_PID
+# So does a container-like namespace: its own root, the overlay bound read-only at /usr.
+spawn_container ctr "$ROOT/usr" "$ROOT/tmp/ctr"
+ctr=$NS_PID_ctr
 check "sysext overlay is read-only and nodev" \
         grep -Eq " $ROOT/usr ro,nodev[ ,].* - overlay tuck-sysext " /proc/self/mountinfo
 check "confext overlay is read-only, nosuid, nodev, noexec" \
@@ -93,9 +96,13 @@ assert [l["version"] for l in usr["layers"]] == ["1.1"], usr["layers"]
 states = {v["pid"]: v["state"] for v in usr["namespaces"]}
 assert states['"$plain"'] == "current", states
 assert states['"$protect"'] == "stale", states
+ctr = [v for v in usr["namespaces"] if v["pid"] == '"$ctr"']
+assert ctr and ctr[0]["own_root"] and ctr[0]["state"] == "stale" and ctr[0]["generation"] == 1, ctr
 ' <<<"$json"
 check "status lists the ProtectSystem-like namespace as not current, by pid" \
         grep -q "pid $protect (sleep).*: stale (generation 1)" <<<"$status"
+check "status lists the container (its own root, read through it) as not current" \
+        grep -q "pid $ctr (sleep).*: stale (generation 1)" <<<"$status"
 
 list=$(tuck list)
 diag "$list"

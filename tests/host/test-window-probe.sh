@@ -129,18 +129,7 @@ run_round() {
         EXPOSED_HOST=$(exposures "$mode-host")
         EXPOSED_SERVICE=$(exposures "$mode-service")
         tuck unmerge >/dev/null
-        cleanup_round
-}
-
-cleanup_round() {
-        local pid
-        for pid in "${SERVICE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-        wait 2>/dev/null || true
-        SERVICE_PIDS=()
-        umount -R -l "$ROOT"
-        rmdir "$ROOT"
-        rm -rf "$IMAGES"
-        ROOT= IMAGES=
+        host_teardown
 }
 
 run_round beneath

@@ -31,7 +31,7 @@
 #include "mount-api.h"
 #include "mountinfo.h"
 
-static void print_view(const char *prefix, const NsView *v, uint64_t attr) {
+static void print_view(const char *prefix, const NamespaceView *v, uint64_t attr) {
         char buf[32];
 
         printf("%s pid=%d comm=%s unit=%s machine=%s path=%s dev=%u:%u flags=%s",
@@ -67,7 +67,7 @@ static int host_swap(const char *hierarchy, const char *source) {
 static int verb_swap(const char *root, const char *hierarchy, const char *source, bool heal,
                      char **old_paths, int n_old) {
         _cleanup_close_ int host_fd = -EBADF;
-        NsView *before = NULL;
+        NamespaceView *before = NULL;
         HealReport *reports = NULL;
         size_t n_before = 0, n = 0;
         struct stat st;
@@ -101,14 +101,14 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
         r = host_swap(hierarchy, source);
         if (r < 0) {
                 fprintf(stderr, "swap: %s\n", strerror(-r));
-                ns_views_free(before, n_before);
+                namespace_views_free(before, n_before);
                 return r;
         }
         host_fd = open(hierarchy, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (host_fd < 0)
                 return negative_errno();
         r = heal_after_swap(root, hierarchy, host_fd, devs, 1 + n_old, before, n_before, heal, &reports, &n);
-        ns_views_free(before, n_before);
+        namespace_views_free(before, n_before);
         if (r < 0)
                 return r;
         printf("snapshot %zu namespaces, stale %zu\n", n_before, n);
@@ -124,17 +124,17 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
 }
 
 int main(int argc, char **argv) {
-        NsView v;
+        NamespaceView v;
         int r;
 
         if (argc >= 6 && strcmp(argv[1], "swap") == 0)
                 r = verb_swap(argv[2], argv[3], argv[4], strcmp(argv[5], "heal") == 0, argv + 6, argc - 6);
         else if (argc == 5 && strcmp(argv[1], "view") == 0) {
-                r = ns_view_read(atoi(argv[2]), argv[3], argv[4], &v);
+                r = namespace_view_read(atoi(argv[2]), argv[3], argv[4], &v);
                 if (r >= 0) {
                         print_view("view", &v, v.attr);
                         printf(" mnt_id=%llu\n", (unsigned long long) v.mnt_id);
-                        ns_view_done(&v);
+                        namespace_view_done(&v);
                 }
         } else {
                 fprintf(stderr, "usage: %s swap ROOT HIERARCHY SOURCE heal|report [OLD...] | view PID ROOT HIERARCHY\n", argv[0]);

@@ -21,58 +21,15 @@ TUCK_PROBE=$TUCK_BUILD/tests/lib/tuck-probe
 PROBE_REL=usr/lib/tuck-probe/generation
 POLICY=$TUCK_SRC/units/org.tuck1.conf
 
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
 tuck_enter_ns() {
-        if ((EUID != 0)); then
-                echo "1..0 # SKIP needs root (mount namespaces, loop devices)"
-                exit 77
-        fi
-        if [[ ${TUCK_IN_NS:-} != 1 ]]; then
-                exec env TUCK_IN_NS=1 unshare --mount --propagation slave "$0" "$@"
-        fi
-}
-
-# ---------------------------------------------------------------- TAP
-t_n=0
-t_failed=0
-
-ok() {
-        t_n=$((t_n + 1))
-        echo "ok $t_n - $*"
-}
-
-not_ok() {
-        t_n=$((t_n + 1))
-        t_failed=$((t_failed + 1))
-        echo "not ok $t_n - $*"
-}
-
-# check DESCRIPTION COMMAND...: one TAP line from a command's status.
-check() {
-        local desc=$1
-        shift
-        if "$@"; then ok "$desc"; else not_ok "$desc"; fi
-}
-
-diag() {
-        sed 's/^/# /' <<<"$*"
-}
-
-tap_done() {
-        echo "1..$t_n"
-        ((t_failed == 0))
+        enter_test_ns slave "$@"
 }
 
 # ---------------------------------------------------------------- cleanup
-pids=()
-
 tuck_cleanup() {
-        local p
-        for p in "${pids[@]}"; do
-                kill "$p" 2>/dev/null || true
-        done
-        for p in "${pids[@]}"; do
-                wait "$p" 2>/dev/null || true
-        done
+        kill_pids
         # Mounts die with our namespace; the directory on the host's /tmp does not.
         if [[ -n ${W:-} ]]; then
                 umount -R "$W" 2>/dev/null || umount -Rl "$W" 2>/dev/null || true
@@ -267,26 +224,6 @@ stop_tuckd() {
 }
 
 # ---------------------------------------------------------------- namespaces
-# spawn_ns NAME SETUP: a long-running process in a new mount namespace (a
-# slave of ours) after running SETUP (shell) in it. Sets NS_PID_<NAME>.
-spawn_ns() {
-        local name=$1 setup=$2 log=$LOGS/ns-$1.log
-        : >"$log"
-        # Ready is a line on stdout: after pivot_root there is no shared file to touch.
-        unshare --mount --propagation slave sh -c "$setup && echo ns-ready && exec sleep 100000" \
-                >>"$log" 2>&1 &
-        pids+=($!)
-        printf -v "NS_PID_$name" '%s' $!
-        local i
-        for ((i = 0; i < 100; i++)); do
-                grep -q '^ns-ready$' "$log" && return 0
-                sleep 0.05
-        done
-        echo "namespace $name did not come up:" >&2
-        cat "$log" >&2
-        return 1
-}
-
 # The layouts that do not follow a host swap on their own (tuckd(8) HEALING),
 # around hierarchy $1: NS_PID_plain (a plain slave service), NS_PID_full (a
 # read-only bind on top, ProtectSystem=full), NS_PID_strict (root rbind onto
@@ -295,27 +232,16 @@ spawn_ns() {
 # hierarchy at /usr, tuck-probe bound in at /tuck-probe). $2: shell run first
 # in the full service (e.g. to join a cgroup).
 spawn_layouts() {
-        local h=$1 full_pre=${2:-true} c=$W/ctr
-        mkdir -p "$c"
+        local h=$1 full_pre=${2:-true}
         spawn_ns plain "true"
         spawn_ns full "$full_pre && mount --bind $h $h && mount -o remount,bind,ro,nosuid,nodev,noexec $h"
         spawn_strict
-        spawn_ns container "mount -t tmpfs ctr $c && mount --make-private $c \
-                && mkdir -p $c/usr $c/old $c/proc $c/bin $c/lib $c/lib64 && touch $c/tuck-probe \
-                && mount --bind $TUCK_PROBE $c/tuck-probe \
-                && for d in bin lib lib64; do mount --rbind /usr/\$d $c/\$d; done \
-                && mount --rbind $h $c/usr && mount -o remount,bind,ro,nodev $c/usr \
-                && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+        spawn_container container "$h" "$W"/ctr
 }
 
 spawn_strict() {
         spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do \
                 mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
-}
-
-# ns_read PID PATH: the label of a probe file as that namespace sees it.
-ns_read() {
-        { nsenter -t "$1" -m -r cat "$2" 2>/dev/null || echo missing; } | sed 's/^generation=//'
 }
 
 # ---------------------------------------------------------------- window probes

@@ -10,10 +10,7 @@
 set -euo pipefail
 : "${TUCK_BUILD:?}" "${TUCK_SRC:?}"
 
-t_n=0 t_failed=0
-ok() { t_n=$((t_n + 1)); echo "ok $t_n - $*"; }
-not_ok() { t_n=$((t_n + 1)); t_failed=$((t_failed + 1)); echo "not ok $t_n - $*"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+source "$(dirname "$0")"/common.sh
 
 D=$(mktemp -d /tmp/tuckd-units.XXXXXX)
 trap 'rm -rf "$D"' EXIT
@@ -83,5 +80,4 @@ for m in "$TUCK_SRC"/docs/tuckd.8 "$TUCK_SRC"/docs/tuck.conf.5 "$TUCK_SRC"/docs/
         check "$(basename "$m") formats without warnings" test -z "$w"
 done
 
-echo "1..$t_n"
-((t_failed == 0))
+tap_done
