@@ -197,20 +197,6 @@ int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *
                                   heal_action_to_string(r->action), outcome);
 }
 
-int manager_restart_unit(Manager *m, const char *unit) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        sd_bus_error error = SD_BUS_ERROR_NULL;
-        int r;
-
-        r = sd_bus_call_method(m->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", "RestartUnit", &error, &reply,
-                               "ss", unit, "replace");
-        if (r < 0)
-                log_warning_errno(r, "Failed to restart '%s': %s", unit, error.message ?: strerror(-r));
-        sd_bus_error_free(&error);
-        return r;
-}
-
 static int on_name_acquired(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         Manager *m = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);

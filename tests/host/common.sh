@@ -51,7 +51,11 @@ tap_done() {
 # enter_test_ns private|slave "$@": re-run this script as root in a new mount
 # namespace, so nothing it mounts reaches the machine. "private" also keeps
 # the machine's mounts out (tests that compare mount tables byte for byte);
-# "slave" lets them in.
+# "slave" lets them in. And in a new PID namespace with its own /proc: tuck
+# scans every process's mount namespace to find those a refresh left behind
+# (and heals them), and must see this test's processes only, never another
+# test's running beside it, nor anything else on the machine. Whatever the
+# test leaves running dies with it.
 enter_test_ns() {
         local propagation=$1
         shift
@@ -61,7 +65,7 @@ enter_test_ns() {
                 exit 1
         fi
         export TUCK_TEST_IN_NS=1
-        exec unshare --mount --propagation "$propagation" -- "$BASH" "$0" "$@"
+        exec unshare --mount --propagation "$propagation" --pid --fork --kill-child --mount-proc -- "$BASH" "$0" "$@"
 }
 
 # ---------------------------------------------------------------- processes in namespaces
@@ -103,7 +107,8 @@ spawn_ns() {
 # spawn_container NAME HIERARCHY DIR: a container-like namespace: its own root
 # (a tmpfs on DIR, pivot_root), HIERARCHY bound read-only at /usr, the host's
 # /usr/bin, /usr/lib, /usr/lib64 at /bin, /lib, /lib64 for a shell, and
-# tuck-probe at /tuck-probe. PRE (optional 4th) runs first.
+# tuck-probe at /tuck-probe; its mounts shared, as systemd-nspawn makes them
+# (a service inside is a slave of them). PRE (optional 4th) runs first.
 spawn_container() {
         local name=$1 h=$2 c=$3 pre=${4:-true}
         mkdir -p "$c"
@@ -112,7 +117,8 @@ spawn_container() {
                 && mount --bind $TUCK_PROBE $c/tuck-probe \
                 && for d in bin lib lib64; do mount --rbind /usr/\$d $c/\$d; done \
                 && mount --rbind $h $c/usr && mount -o remount,bind,ro,nodev $c/usr \
-                && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+                && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old \
+                && mount --make-rshared /"
 }
 
 # ns_read PID PATH: the label of a probe file ("generation=LABEL") as PID's
