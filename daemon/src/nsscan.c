@@ -289,7 +289,7 @@ static int scan_process(Scan *s, pid_t pid) {
                 v.state = NS_VIEW_UNREADABLE;
         }
         ours = r < 0 || dev_in(v.dev, s->ours, s->n_ours);
-        if (!ours && ((s->flags & NSSCAN_ONLY_OURS) || !root_seen)) {
+        if (!ours && !(s->flags & NSSCAN_EVERY) && ((s->flags & NSSCAN_ONLY_OURS) || !root_seen)) {
                 namespace_view_done(&v);
                 return 0;       /* not one of this root's namespaces */
         }

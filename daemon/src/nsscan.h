@@ -71,6 +71,7 @@ int namespace_view_read(pid_t pid, const char *root, const char *path, Namespace
 typedef enum NsScanFlags {
         NSSCAN_ONLY_OURS = 1 << 0,   /* only views showing one of @ours (healing) */
         NSSCAN_SKIP_SELF = 1 << 1,   /* not our own namespace (the swap itself took care of it) */
+        NSSCAN_EVERY     = 1 << 2,   /* every namespace, whatever it shows: the caller sorts them */
 } NsScanFlags;
 
 /*

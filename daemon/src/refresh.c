@@ -627,6 +627,8 @@ static dev_t replaced_top(const HierarchyPlan *p) {
 /* Before the swap: who sees our overlays, and pin those it would loosen. Never stops the swap. */
 static void stale_before(Run *run, SwapJob *j, HierarchyReport *hr) {
         StaleHierarchy sh = stale_hierarchy(run, j->h);
+
+        sh.foreign = j->p->live.top == TOP_SYSTEMD;
         dev_t ours[GENERATION_HISTORY_MAX + 2];
         size_t n = stale_ours(j->old->number > 0 ? j->old : NULL, replaced_top(j->p), ours, ELEMENTSOF(ours));
         int r;
@@ -639,9 +641,11 @@ static void stale_before(Run *run, SwapJob *j, HierarchyReport *hr) {
 }
 
 /* After a swap (@before) or without one: the namespaces behind @g, into @hr. */
-static void stale_after(Run *run, const TuckHierarchy *h, const Generation *g, dev_t replaced,
+static void stale_after(Run *run, const TuckHierarchy *h, const Generation *g, dev_t replaced, bool foreign,
                         const StaleSnapshot *before, HierarchyReport *hr) {
         StaleHierarchy sh = stale_hierarchy(run, h);
+
+        sh.foreign = foreign;
         dev_t ours[GENERATION_HISTORY_MAX + 2];
         size_t n = stale_ours(g, replaced, ours, ELEMENTSOF(ours));
         int r;
@@ -848,7 +852,7 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
         report_swapped(hr, &j, &new);
         generation_done(j.old);
         *j.old = new;
-        stale_after(run, j.h, j.old, replaced_top(p), &j.stale, hr);
+        stale_after(run, j.h, j.old, replaced_top(p), p->live.top == TOP_SYSTEMD, &j.stale, hr);
         call_after_swap(run, &j);
         return 1;
 }
@@ -934,7 +938,7 @@ static void stale_unchanged(Run *run, size_t input, HierarchyReport *hr) {
                 return;
         if (hr->outcome == OUTCOME_MERGED || hr->outcome == OUTCOME_REFRESHED || hr->outcome == OUTCOME_TAKEN_OVER)
                 return;         /* handled right after its swap */
-        stale_after(run, &run->c->hierarchies[idx], g, 0, NULL, hr);
+        stale_after(run, &run->c->hierarchies[idx], g, 0, false, NULL, hr);
 }
 
 /* Each hierarchy on its own: a failure is in its report, and the others go ahead. */

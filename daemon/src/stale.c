@@ -132,40 +132,65 @@ static int wants_update(const StaleHierarchy *h, const NsWant *old, size_t n_old
         return 0;
 }
 
-/* Is the top of @v an overlay tuck (or systemd-sysext, before a take-over) mounted for this class? */
-static bool view_is_our_overlay(const StaleHierarchy *h, const NamespaceView *v) {
+/* The mount source of @v's top if it is an overlay, else NULL (owned). */
+static char *view_overlay_source(const NamespaceView *v) {
         _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
         struct libmnt_fs *fs;
-        const char *source;
 
         if (mount_table_read(v->pid, &tb) < 0)
-                return false;
+                return NULL;
         fs = mount_table_find_id(tb, (int) v->mnt_id);
-        if (!fs || !streq_ptr(mnt_fs_get_fstype(fs), "overlay"))
-                return false;
-        source = mnt_fs_get_source(fs);
-        return streq_ptr(source, image_class_info[h->class].overlay_source) ||
-               streq_ptr(source, image_class_info[h->class].foreign_source);
+        if (!fs || !streq_ptr(mnt_fs_get_fstype(fs), "overlay") || !mnt_fs_get_source(fs))
+                return NULL;
+        return strdup(mnt_fs_get_source(fs));
 }
 
-/*
- * Keep the views that show one of our overlays: those on @live (the host's
- * top, alive, so its device number is its own) as they are, those on a
- * device of the past only if the mount really is one of ours.
- */
-static void keep_ours(const StaleHierarchy *h, dev_t live, NamespaceView *views, size_t *n) {
+static bool dev_in(dev_t d, const dev_t *devs, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (devs[i] == d)
+                        return true;
+        return false;
+}
+
+/* Does @v show one of our overlays (see stale.h)? @live: the host's top, alive. */
+static bool view_is_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours, size_t n_ours,
+                         const NamespaceView *v) {
+        _cleanup_free_ char *source = NULL;
+        const ImageClassInfo *info = &image_class_info[h->class];
+
+        if (v->error < 0 || v->dev == live)
+                return true;
+        if (!dev_in(v->dev, ours, n_ours) && !h->foreign)
+                return false;
+        source = view_overlay_source(v);
+        if (streq_ptr(source, info->foreign_source))
+                return true;
+        return dev_in(v->dev, ours, n_ours) && streq_ptr(source, info->overlay_source);
+}
+
+/* Keep the views that show one of our overlays, drop the others. */
+static void keep_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours, size_t n_ours,
+                      NamespaceView *views, size_t *n) {
         size_t k = 0;
 
         for (size_t i = 0; i < *n; i++) {
-                if (views[i].error < 0 || views[i].dev == live || view_is_our_overlay(h, &views[i])) {
+                if (view_is_ours(h, live, ours, n_ours, &views[i])) {
                         views[k++] = views[i];
                         continue;
                 }
-                log_debug("%s: pid %d shows device %u:%u, a number one of our past overlays had: not ours now.",
-                          h->path, (int) views[i].pid, major(views[i].dev), minor(views[i].dev));
+                if (dev_in(views[i].dev, ours, n_ours))
+                        log_debug("%s: pid %d shows device %u:%u, a number one of our past overlays had: "
+                                  "not ours now.", h->path, (int) views[i].pid, major(views[i].dev),
+                                  minor(views[i].dev));
                 namespace_view_done(&views[i]);
         }
         *n = k;
+}
+
+/* Every namespace but ours that may show one of our overlays. */
+static int scan(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, NamespaceView **ret, size_t *ret_n) {
+        return namespaces_scan(h->root, h->path, ours, n_ours,
+                               NSSCAN_SKIP_SELF | (h->foreign ? NSSCAN_EVERY : NSSCAN_ONLY_OURS), ret, ret_n);
 }
 
 int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, uint64_t new_attr,
@@ -177,9 +202,9 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
         int r;
 
         *ret = (StaleSnapshot) {};
-        if (n_ours == 0)
+        if (n_ours == 0 && !h->foreign)
                 return 0;       /* a first merge: nobody can be on an older overlay of ours */
-        r = heal_snapshot(h->root, h->path, ours, n_ours, &s.views, &s.n_views);
+        r = scan(h, ours, n_ours, &s.views, &s.n_views);
         if (r < 0)
                 return r;
         if (stat(h->path, &st) < 0) {
@@ -187,7 +212,7 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
                 stale_snapshot_done(&s);
                 return r;
         }
-        keep_ours(h, st.st_dev, s.views, &s.n_views);
+        keep_ours(h, st.st_dev, ours, n_ours, s.views, &s.n_views);
         (void) wants_load(h, &old, &n_old);
         r = wants_update(h, old, n_old, s.views, s.n_views, &now);
         if (r < 0) {
@@ -276,10 +301,10 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
                 return -ENOMEM;
         memcpy(all, ours, n_ours * sizeof(dev_t));
         all[n_ours] = st.st_dev;
-        r = heal_snapshot(h->root, h->path, all, n_ours + 1, &now, &n_now);
+        r = scan(h, all, n_ours + 1, &now, &n_now);
         if (r < 0)
                 return r;
-        keep_ours(h, st.st_dev, now, &n_now);
+        keep_ours(h, st.st_dev, ours, n_ours, now, &n_now);
 
         /* What each wants: the snapshot before the swap, or what was recorded. */
         if (before) {

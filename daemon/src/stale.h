@@ -18,7 +18,10 @@
  * hands it to the next anonymous mount (a service's TemporaryFileSystem=, a
  * container's own overlay): so a view on a device of the past must also be
  * an overlay by the name we (or systemd-sysext, taken over) mount them with,
- * or it is not ours and is left alone.
+ * or it is not ours and is left alone. When tuck takes systemd-sysext's
+ * overlay over, namespaces may show any of systemd-sysext's earlier ones
+ * (its refresh leaves containers behind too): then every namespace is
+ * looked at, and one on an overlay of systemd-sysext's is behind.
  *
  * What a namespace wants (its flags before any swap loosened them) is kept
  * in /run/tuck/namespaces/<hierarchy>.json, so a namespace loosened while
@@ -41,6 +44,8 @@ typedef struct StaleHierarchy {
         const char *id;              /* file-name form of the hierarchy */
         ImageClass class;
         StalePolicy policy;
+        bool foreign;                /* the swap takes systemd-sysext's overlay over: any
+                                      * namespace still on one of its overlays is behind */
 } StaleHierarchy;
 
 /* What was seen before a swap. */
