@@ -36,6 +36,43 @@ HealAction heal_plan(const NamespaceView *before, const NamespaceView *now, dev_
 }
 
 /*
+ * In the namespace, the host's rule: the new tree beneath the stale top,
+ * then the top goes; readers see old, then new, never the base.
+ */
+static int heal_swap_here(const char *path, int top_fd, int tree_fd) {
+        if (move_mount(tree_fd, "", top_fd, "",
+                       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
+                return errno;
+        if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+                return errno;
+        return 0;
+}
+
+/* In the namespace: the lost flags back on the top, in place. */
+static int heal_attr_here(int top_fd, uint64_t attr) {
+        struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK };
+
+        if (mount_setattr(top_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+                return errno;
+        return 0;
+}
+
+/* In the namespace: a private clone of the top, with its flags, mounted over it. */
+static int heal_pin_here(int top_fd, uint64_t attr) {
+        _cleanup_close_ int clone_fd = -EBADF;
+        struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK, .propagation = MS_PRIVATE };
+
+        clone_fd = open_tree(top_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        if (clone_fd < 0)
+                return errno;
+        if (mount_setattr(clone_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+                return errno;
+        if (move_mount(clone_fd, "", top_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return errno;
+        return 0;
+}
+
+/*
  * Runs in the forked child, inside the target namespace, rooted at its root.
  * Returns 0 or a positive errno (the child's exit status).
  */
@@ -56,38 +93,11 @@ static int heal_in_namespace(const NamespaceView *now, HealAction action, int tr
 
         switch (action) {
         case HEAL_SWAP:
-                /* Same rule as the host's swap: attach beneath the live top, then
-                 * drop the top; readers see old, then new, never the base. */
-                if (move_mount(tree_fd, "", top_fd, "",
-                               MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
-                        return errno;
-                top_fd = safe_close(top_fd);
-                if (umount2(now->path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-                        return errno;
-                return 0;
-
-        case HEAL_ATTR: {
-                struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK };
-
-                if (mount_setattr(top_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
-                        return errno;
-                return 0;
-        }
-
-        case HEAL_PIN: {
-                _cleanup_close_ int clone_fd = -EBADF;
-                struct mount_attr a = { .attr_set = attr & TUCK_ATTR_MASK, .propagation = MS_PRIVATE };
-
-                clone_fd = open_tree(top_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-                if (clone_fd < 0)
-                        return errno;
-                if (mount_setattr(clone_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
-                        return errno;
-                if (move_mount(clone_fd, "", top_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                        return errno;
-                return 0;
-        }
-
+                return heal_swap_here(now->path, top_fd, tree_fd);
+        case HEAL_ATTR:
+                return heal_attr_here(top_fd, attr);
+        case HEAL_PIN:
+                return heal_pin_here(top_fd, attr);
         case HEAL_NONE:
         case _HEAL_ACTION_MAX:
                 break;
@@ -244,12 +254,23 @@ int heal_views(const char *root, const char *path, int host_fd, NamespaceView *n
         return 0;
 }
 
+/* After a swap: namespaces on an old overlay, and on the new one (propagation may have loosened its flags). */
+static int scan_after_swap(const char *root, const char *hierarchy, const dev_t *devs, size_t n_devs,
+                           dev_t new_dev, NamespaceView **ret, size_t *ret_n) {
+        _cleanup_free_ dev_t *all = malloc((n_devs + 1) * sizeof(dev_t));
+
+        if (!all)
+                return -ENOMEM;
+        memcpy(all, devs, n_devs * sizeof(dev_t));
+        all[n_devs] = new_dev;
+        return heal_snapshot(root, hierarchy, all, n_devs + 1, ret, ret_n);
+}
+
 int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
                     const dev_t *devs, size_t n_devs,
                     const NamespaceView *before, size_t n_before, bool heal,
                     HealReport **ret, size_t *ret_n) {
         _cleanup_free_ NsWant *want = calloc(n_before ?: 1, sizeof(NsWant));
-        _cleanup_free_ dev_t *all = NULL;
         NamespaceView *now = NULL;
         size_t n_now = 0;
         struct stat st;
@@ -260,16 +281,8 @@ int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
         for (size_t i = 0; i < n_before; i++)
                 want[i] = (NsWant) { before[i].ns_ino, before[i].attr };
         if (fstat(host_fd, &st) < 0)
-                return -errno;
-
-        /* Look for namespaces on an old overlay and on the new one (whose
-         * flags may have been loosened by propagation). */
-        all = malloc((n_devs + 1) * sizeof(dev_t));
-        if (!all)
-                return -ENOMEM;
-        memcpy(all, devs, n_devs * sizeof(dev_t));
-        all[n_devs] = st.st_dev;
-        r = heal_snapshot(root, hierarchy, all, n_devs + 1, &now, &n_now);
+                return negative_errno();
+        r = scan_after_swap(root, hierarchy, devs, n_devs, st.st_dev, &now, &n_now);
         if (r < 0)
                 return r;
         r = heal_views(root, hierarchy, host_fd, now, n_now, want, n_before, heal, ret, ret_n);

@@ -235,6 +235,28 @@ int namespace_view_read(pid_t pid, const char *root, const char *path, Namespace
         return 0;
 }
 
+/*
+ * Is the mount the view shows an overlay that tuck or systemd-sysext made?
+ * An st_dev alone does not say: an old overlay's anonymous device number
+ * is free again once the overlay is gone, and the kernel hands it to the
+ * next tmpfs or overlay mounted anywhere (a container's, say).
+ */
+static bool view_is_extension_overlay(const NamespaceView *v) {
+        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
+        struct libmnt_fs *fs;
+
+        if (mount_table_read(v->pid, &tb) < 0)
+                return false;
+        fs = mount_table_find_id(tb, (int) v->mnt_id);
+        if (!fs || !streq_ptr(mnt_fs_get_fstype(fs), "overlay"))
+                return false;
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                if (streq_ptr(mnt_fs_get_source(fs), image_class_info[k].overlay_source) ||
+                    streq_ptr(mnt_fs_get_source(fs), image_class_info[k].foreign_source))
+                        return true;
+        return false;
+}
+
 static bool dev_in(dev_t d, const dev_t *devs, size_t n) {
         for (size_t i = 0; i < n; i++)
                 if (devs[i] == d)
@@ -255,14 +277,22 @@ typedef struct Scan {
         size_t n_ours;
         NsScanFlags flags;
         uint64_t self_ns;
+        pid_t session;
         NamespaceView *views;
         size_t n_views;
 } Scan;
 
+/* Is the namespace one of the root's (see nsscan.h)? */
+static bool belongs_to_root(const Scan *s, const NamespaceView *v, bool root_seen) {
+        if (streq(s->root, "/"))
+                return true;
+        return v->own_root ? getsid(v->pid) == s->session : root_seen;
+}
+
 /* One process: counted if its namespace is known, else read and kept if it belongs. */
 static int scan_process(Scan *s, pid_t pid) {
         NamespaceView v, *known, *a;
-        bool root_seen = false, ours;
+        bool root_seen = false, keep;
         char ns_path[64];
         struct stat st;
         int r;
@@ -288,10 +318,13 @@ static int scan_process(Scan *s, pid_t pid) {
                 v.error = r;
                 v.state = NS_VIEW_UNREADABLE;
         }
-        ours = r < 0 || dev_in(v.dev, s->ours, s->n_ours);
-        if (!ours && !(s->flags & NSSCAN_EVERY) && ((s->flags & NSSCAN_ONLY_OURS) || !root_seen)) {
+        keep = belongs_to_root(s, &v, root_seen);
+        /* An unreadable view may be one of ours: kept, for the caller to say so. */
+        if (keep && r >= 0 && (s->flags & NSSCAN_ONLY_OURS))
+                keep = dev_in(v.dev, s->ours, s->n_ours) && view_is_extension_overlay(&v);
+        if (!keep) {
                 namespace_view_done(&v);
-                return 0;       /* not one of this root's namespaces */
+                return 0;
         }
         view_identify(&v);
 
@@ -307,7 +340,9 @@ static int scan_process(Scan *s, pid_t pid) {
 
 int namespaces_scan(const char *root, const char *path, const dev_t *ours, size_t n_ours, NsScanFlags flags,
                     NamespaceView **ret, size_t *ret_n) {
-        Scan s = { .root = root, .path = path, .ours = ours, .n_ours = n_ours, .flags = flags };
+        Scan s = {
+                .root = root, .path = path, .ours = ours, .n_ours = n_ours, .flags = flags, .session = getsid(0),
+        };
         _cleanup_closedir_ DIR *d = NULL;
         struct stat st;
         int r = 0;
@@ -356,22 +391,20 @@ void namespace_view_classify(NamespaceView *v, const Generation *g) {
 
 int nsscan_hierarchy(const char *root, const char *path, const Generation *g,
                      NamespaceView **ret, size_t *ret_n) {
-        dev_t ours[GENERATION_HISTORY_MAX + 2];
-        size_t n_ours = 0;
         int r;
 
-        /* Ours: the overlay (current, or the last one after an unmerge), the older ones, the base. */
-        if (g->overlay_dev != 0)
-                ours[n_ours++] = g->overlay_dev;
-        for (size_t i = 0; i < g->n_history && i < GENERATION_HISTORY_MAX; i++)
-                ours[n_ours++] = g->history[i].dev;
-        if (g->base_dev != 0)
-                ours[n_ours++] = g->base_dev;
-
-        r = namespaces_scan(root, path, ours, n_ours, 0, ret, ret_n);
+        r = namespaces_scan(root, path, NULL, 0, 0, ret, ret_n);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < *ret_n; i++)
-                namespace_view_classify(&(*ret)[i], g);
+        for (size_t i = 0; i < *ret_n; i++) {
+                NamespaceView *v = &(*ret)[i];
+
+                namespace_view_classify(v, g);
+                /* An older overlay's number may be someone else's mount by now. */
+                if (v->state == NS_VIEW_STALE && !view_is_extension_overlay(v)) {
+                        v->state = NS_VIEW_FOREIGN;
+                        v->generation = 0;
+                }
+        }
         return 0;
 }

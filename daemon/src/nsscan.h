@@ -20,8 +20,14 @@
  * root names the hierarchy as we do, PREFIX/usr; a container with its own
  * root names it as configured, /usr, inside its root. With a prefix, a scan
  * keeps the namespaces of that test host only: those that see the prefix
- * directory itself, and any namespace (a container's included) whose view is
- * one of the overlays or bases the caller knows as ours.
+ * directory itself, and containers started in our session (the test's own;
+ * other tests on the same machine run in sessions of their own).
+ *
+ * Which overlay a view shows is told by its st_dev, but an st_dev alone is
+ * not proof: once an old overlay is gone the kernel hands its anonymous
+ * device number to the next tmpfs or overlay mounted anywhere. Healing
+ * touches a namespace only if the mount there is also an overlay of tuck's
+ * or systemd-sysext's, and status calls a view stale only then.
  */
 
 #include <stdbool.h>
@@ -69,19 +75,19 @@ void namespace_views_free(NamespaceView *v, size_t n);
 int namespace_view_read(pid_t pid, const char *root, const char *path, NamespaceView *ret);
 
 typedef enum NsScanFlags {
-        NSSCAN_ONLY_OURS = 1 << 0,   /* only views showing one of @ours (healing) */
+        NSSCAN_ONLY_OURS = 1 << 0,   /* only views on one of @ours that is an overlay of tuck's
+                                      * or systemd-sysext's (healing) */
         NSSCAN_SKIP_SELF = 1 << 1,   /* not our own namespace (the swap itself took care of it) */
-        NSSCAN_EVERY     = 1 << 2,   /* every namespace, whatever it shows: the caller sorts them */
 } NsScanFlags;
 
 /*
  * One view per mount namespace of the root (see above) at @path; @ours are
- * the st_devs of our overlays and bases of that hierarchy. Processes that
- * vanish while scanning are skipped, and so are namespaces without the
- * hierarchy. A namespace whose view cannot be read for another reason
- * (permissions, a sandbox refusing a system call) is kept with .error set:
- * it may well be one of ours, and whoever scans must say so rather than
- * take it for absent.
+ * the st_devs of our overlays of that hierarchy (NSSCAN_ONLY_OURS).
+ * Processes that vanish while scanning are skipped, and so are namespaces
+ * without the hierarchy. A namespace whose view cannot be read for another
+ * reason (permissions, a sandbox refusing a system call) is kept with
+ * .error set: it may well be one of ours, and whoever scans must say so
+ * rather than take it for absent.
  */
 int namespaces_scan(const char *root, const char *path, const dev_t *ours, size_t n_ours, NsScanFlags flags,
                     NamespaceView **ret, size_t *ret_n);

@@ -1079,7 +1079,7 @@ int tuck_recover(TuckContext *c) {
         return r;
 }
 
-int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret) {
+int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_error) {
         _cleanup_report_ Report *report = report_new("list");
         Run run = run_new(c, VERB_REFRESH, o, report);
         ImageList *l;
@@ -1107,8 +1107,8 @@ int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret) {
         run_done(&run);
         if (r < 0) {
                 image_list_free(l);
-                if (report->message)
-                        log_error("%s", report->message);
+                if (ret_error)
+                        *ret_error = TAKE_PTR(report->message);
                 return r;
         }
         *ret = l;

@@ -187,10 +187,23 @@ static void keep_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours, si
         *n = k;
 }
 
-/* Every namespace but ours that may show one of our overlays. */
-static int scan(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, NamespaceView **ret, size_t *ret_n) {
-        return namespaces_scan(h->root, h->path, ours, n_ours,
-                               NSSCAN_SKIP_SELF | (h->foreign ? NSSCAN_EVERY : NSSCAN_ONLY_OURS), ret, ret_n);
+/*
+ * Every namespace but ours that shows one of our overlays (@live: the
+ * host's top). The scan itself checks that a view on one of @ours is an
+ * overlay of tuck's or systemd-sysext's; for a take-over every namespace is
+ * read, and those on an overlay of systemd-sysext's are kept too.
+ */
+static int scan(const StaleHierarchy *h, dev_t live, const dev_t *ours, size_t n_ours,
+                NamespaceView **ret, size_t *ret_n) {
+        int r;
+
+        if (!h->foreign)
+                return namespaces_scan(h->root, h->path, ours, n_ours, NSSCAN_ONLY_OURS | NSSCAN_SKIP_SELF,
+                                       ret, ret_n);
+        r = namespaces_scan(h->root, h->path, ours, n_ours, NSSCAN_SKIP_SELF, ret, ret_n);
+        if (r >= 0)
+                keep_ours(h, live, ours, n_ours, *ret, ret_n);
+        return r;
 }
 
 int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, uint64_t new_attr,
@@ -204,15 +217,11 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
         *ret = (StaleSnapshot) {};
         if (n_ours == 0 && !h->foreign)
                 return 0;       /* a first merge: nobody can be on an older overlay of ours */
-        r = scan(h, ours, n_ours, &s.views, &s.n_views);
+        if (stat(h->path, &st) < 0)
+                return -errno;
+        r = scan(h, st.st_dev, ours, n_ours, &s.views, &s.n_views);
         if (r < 0)
                 return r;
-        if (stat(h->path, &st) < 0) {
-                r = -errno;
-                stale_snapshot_done(&s);
-                return r;
-        }
-        keep_ours(h, st.st_dev, ours, n_ours, s.views, &s.n_views);
         (void) wants_load(h, &old, &n_old);
         r = wants_update(h, old, n_old, s.views, s.n_views, &now);
         if (r < 0) {
@@ -301,10 +310,9 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
                 return -ENOMEM;
         memcpy(all, ours, n_ours * sizeof(dev_t));
         all[n_ours] = st.st_dev;
-        r = scan(h, all, n_ours + 1, &now, &n_now);
+        r = scan(h, st.st_dev, all, n_ours + 1, &now, &n_now);
         if (r < 0)
                 return r;
-        keep_ours(h, st.st_dev, ours, n_ours, now, &n_now);
 
         /* What each wants: the snapshot before the swap, or what was recorded. */
         if (before) {

@@ -16,9 +16,10 @@
  * overlays of an earlier generation (by st_dev, from the generation record).
  * An overlay nobody holds any more frees its device number, and the kernel
  * hands it to the next anonymous mount (a service's TemporaryFileSystem=, a
- * container's own overlay): so a view on a device of the past must also be
- * an overlay by the name we (or systemd-sysext, taken over) mount them with,
- * or it is not ours and is left alone. When tuck takes systemd-sysext's
+ * container's own overlay): so a view on such a device must also be an
+ * overlay by the name we (or systemd-sysext, taken over) mount them with,
+ * or it is not ours and is left alone (nsscan.c checks; tuckctl-heal.sh
+ * forges the collision). When tuck takes systemd-sysext's
  * overlay over, namespaces may show any of systemd-sysext's earlier ones
  * (its refresh leaves containers behind too): then every namespace is
  * looked at, and one on an overlay of systemd-sysext's is behind.

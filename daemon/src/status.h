@@ -22,8 +22,8 @@ typedef struct ImageList {
         size_t n_generations;
 } ImageList;
 
-/* Discovers and inspects (mounting .raw images detached) every image. */
-int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret);
+/* Discovers and inspects (mounting .raw images detached) every image. On failure *ret_error says why. */
+int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_error);
 ImageList *image_list_free(ImageList *l);
 void image_list_print(const ImageList *l, FILE *f);
 json_object *image_list_to_json(const ImageList *l);

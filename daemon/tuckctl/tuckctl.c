@@ -199,57 +199,65 @@ static int operation_status(const Report *report, int r) {
         return feature ? EXIT_NO_FEATURE : policy ? EXIT_REFUSED : EXIT_FAILED;
 }
 
-static int verb_operation(TuckContext *c, const char *verb) {
-        Report *report = NULL;
+/* tuck_merge(), tuck_refresh(), tuck_unmerge() */
+typedef int (*Operation)(TuckContext *c, const TuckOptions *o, Report **ret);
+
+static int verb_operation(TuckContext *c, const char *verb, Operation operation) {
+        _cleanup_report_ Report *report = NULL;
         int r;
 
-        if (streq(verb, "merge"))
-                r = tuck_merge(c, &arg_options, &report);
-        else if (streq(verb, "refresh"))
-                r = tuck_refresh(c, &arg_options, &report);
-        else
-                r = tuck_unmerge(c, &arg_options, &report);
+        r = operation(c, &arg_options, &report);
         if (!report)
-                return log_error_errno(r, "Failed to %s: %m", verb);
-
+                return exit_status(log_error_errno(r, "Failed to %s: %m", verb));
         if (arg_json)
                 (void) print_json(report_to_json(report));
         else if (!arg_quiet || r < 0)
                 report_print(report, r < 0 ? stderr : stdout);
-        r = operation_status(report, r);
-        report_free(report);
-        return r;
+        return operation_status(report, r);
 }
 
-static int verb_list(TuckContext *c) {
+static int verb_list(TuckContext *c, const char *verb, Operation unused) {
+        _cleanup_free_ char *error = NULL;
         ImageList *l = NULL;
         int r;
 
-        r = tuck_list(c, &arg_options, &l);
+        r = tuck_list(c, &arg_options, &l, &error);
         if (r < 0)
-                return log_error_errno(r, "Failed to list images: %m");
+                return exit_status(log_error_errno(r, "Failed to list images: %s", error ?: strerror(-r)));
         if (arg_json)
                 r = print_json(image_list_to_json(l));
         else
                 image_list_print(l, stdout);
         image_list_free(l);
-        return r;
+        return exit_status(r);
 }
 
-static int verb_status(TuckContext *c) {
+static int verb_status(TuckContext *c, const char *verb, Operation unused) {
         Status *s = NULL;
         int r;
 
         r = tuck_status(c, &s);
         if (r < 0)
-                return log_error_errno(r, "Failed to get status: %m");
+                return exit_status(log_error_errno(r, "Failed to get status: %m"));
         if (arg_json)
                 r = print_json(status_to_json(s));
         else
                 status_print(s, stdout);
         status_free(s);
-        return r;
+        return exit_status(r);
 }
+
+static const struct {
+        const char *name;
+        int (*run)(TuckContext *c, const char *verb, Operation operation);   /* returns the exit status */
+        Operation operation;
+} verbs[] = {
+        { "status",  verb_status,    NULL          },
+        { "list",    verb_list,      NULL          },
+        { "merge",   verb_operation, tuck_merge    },
+        { "refresh", verb_operation, tuck_refresh  },
+        { "unmerge", verb_operation, tuck_unmerge  },
+};
 
 /* The raw primitive: util-linux 2.38 has no "mount --beneath". */
 static int verb_beneath(const char *source, const char *target) {
@@ -275,17 +283,34 @@ static int verb_beneath(const char *source, const char *target) {
         return 0;
 }
 
-int main(int argc, char *argv[]) {
+/* A verb with a context: through tuckd while it runs for this root (mutating verbs), else directly. */
+static int run_verb(size_t v) {
         _cleanup_free_ char *error = NULL;
         TuckContext *c = NULL;
+        bool handled;
+        int r;
+
+        r = tuckctl_bus_try(verbs[v].name, arg_root, &arg_options, arg_json, arg_quiet, &handled);
+        if (handled)
+                return exit_status(r);
+
+        r = tuck_context_new(arg_root, arg_config, &c, &error);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up: %s", error ?: strerror(-r));
+                return r == -EINVAL || r == -EBADMSG ? EXIT_USAGE : EXIT_FAILED;
+        }
+        r = verbs[v].run(c, verbs[v].name, verbs[v].operation);
+        tuck_context_free(c);
+        return r;
+}
+
+static int run(int argc, char *argv[]) {
         const char *verb;
         int r;
 
         r = parse_argv(argc, argv);
-        if (r <= 0) {
-                strv_free(arg_options.remove);
+        if (r <= 0)
                 return r < 0 ? EXIT_USAGE : EXIT_OK;
-        }
         if (optind >= argc) {
                 log_error("No command given; see --help.");
                 return EXIT_USAGE;
@@ -299,37 +324,22 @@ int main(int argc, char *argv[]) {
                 }
                 return exit_status(verb_beneath(argv[optind + 1], argv[optind + 2]));
         }
-        if (!strv_contains((char *[]) { "status", "list", "merge", "refresh", "unmerge", NULL }, verb)) {
-                log_error("Unknown command '%s'; see --help.", verb);
-                return EXIT_USAGE;
+        for (size_t v = 0; v < ELEMENTSOF(verbs); v++) {
+                if (!streq(verb, verbs[v].name))
+                        continue;
+                if (argc - optind != 1) {
+                        log_error("'%s' takes no arguments.", verb);
+                        return EXIT_USAGE;
+                }
+                return run_verb(v);
         }
-        if (argc - optind != 1) {
-                log_error("'%s' takes no arguments.", verb);
-                return EXIT_USAGE;
-        }
+        log_error("Unknown command '%s'; see --help.", verb);
+        return EXIT_USAGE;
+}
 
-        /* While tuckd runs for this root, the mutating verbs go through it (tuckctl-bus.c). */
-        bool handled;
-        r = tuckctl_bus_try(verb, arg_root, &arg_options, arg_json, arg_quiet, &handled);
-        if (handled) {
-                strv_free(arg_options.remove);
-                return exit_status(r);
-        }
+int main(int argc, char *argv[]) {
+        int r = run(argc, argv);
 
-        r = tuck_context_new(arg_root, arg_config, &c, &error);
-        if (r < 0) {
-                log_error_errno(r, "Failed to set up: %s", error ?: strerror(-r));
-                return r == -EINVAL || r == -EBADMSG ? EXIT_USAGE : EXIT_FAILED;
-        }
-
-        if (streq(verb, "status"))
-                r = exit_status(verb_status(c));
-        else if (streq(verb, "list"))
-                r = exit_status(verb_list(c));
-        else
-                r = verb_operation(c, verb);
-
-        tuck_context_free(c);
         strv_free(arg_options.remove);
         return r;
 }

@@ -32,7 +32,7 @@ static int check_caller_is_root(sd_bus_message *msg, const char *method, sd_bus_
         if (euid != 0) {
                 const char *fields[] = { "TUCK_METHOD", method, NULL };
 
-                log_event(MESSAGE_ID_REFUSED, 4, fields,
+                log_event(MESSAGE_ID_REFUSED, LOG_WARNING, fields,
                           "%s refused: caller %s has uid %u, only root may change extensions.",
                           method, sd_bus_message_get_sender(msg) ?: "?", (unsigned) euid);
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
@@ -64,9 +64,6 @@ static int method_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const c
         if (r < 0)
                 return sd_bus_error_setf(error, TUCK_BUS_ERROR_REFUSED, "%s refused: %s",
                                          method, reason ?: strerror(-r));
-
-        (void) sd_bus_emit_properties_changed(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
-                                              "Generations", "RefreshCount", "HealCount", NULL);
         return sd_bus_reply_method_return(msg, "b", r > 0);
 }
 
@@ -82,14 +79,14 @@ static int method_unmerge(sd_bus_message *msg, void *userdata, sd_bus_error *err
         return method_verb(msg, userdata, ENGINE_UNMERGE, "Unmerge", error);
 }
 
-static int method_json(sd_bus_message *msg, Manager *m, int (*get)(Engine *, char **), const char *method,
-                       sd_bus_error *error) {
-        _cleanup_free_ char *json = NULL;
+static int method_json(sd_bus_message *msg, Manager *m, int (*get)(Engine *, char **, char **),
+                       const char *method, sd_bus_error *error) {
+        _cleanup_free_ char *json = NULL, *reason = NULL;
         int r;
 
-        r = get(m->engine, &json);
+        r = get(m->engine, &json, &reason);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "%s failed: %m", method);
+                return sd_bus_error_set_errnof(error, r, "%s failed: %s", method, reason ?: strerror(-r));
         return sd_bus_reply_method_return(msg, "s", json);
 }
 
@@ -188,6 +185,12 @@ int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t 
                                   "stt", hierarchy, old_gen, new_gen);
 }
 
+void manager_emit_counters(Manager *m) {
+        if (m->bus)
+                (void) sd_bus_emit_properties_changed(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
+                                                      "Generations", "RefreshCount", "HealCount", NULL);
+}
+
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome) {
         if (!m->bus)
                 return 0;
@@ -197,24 +200,13 @@ int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *
                                   heal_action_to_string(r->action), outcome);
 }
 
-static int on_name_acquired(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
-        Manager *m = userdata;
-        const sd_bus_error *e = sd_bus_message_get_error(reply);
-
-        if (e) {
-                /* Another tuckd owns it (or the policy forbids us): two daemons
-                 * must never swap the same hierarchies. */
-                log_error("Failed to acquire the bus name %s: %s", TUCK_BUS_NAME, e->message);
-                return sd_event_exit(m->event, -EEXIST);
-        }
-        log_info("Acquired %s on the system bus.", TUCK_BUS_NAME);
-        return 0;
-}
-
 static int on_bus_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
+        int r;
 
-        (void) manager_connect_bus(m);
+        r = manager_connect_bus(m);
+        if (r < 0)
+                return sd_event_exit(m->event, r);
         return 0;
 }
 
@@ -272,9 +264,13 @@ int manager_connect_bus(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to watch for bus disconnection: %m");
 
-        r = sd_bus_request_name_async(m->bus, NULL, TUCK_BUS_NAME, 0, on_name_acquired, m);
+        /* Synchronously: READY=1 follows, and a unit ordered after us may call us then. If
+         * another tuckd owns the name (or the policy forbids it), we exit: two daemons must
+         * never swap the same hierarchies. */
+        r = sd_bus_request_name(m->bus, TUCK_BUS_NAME, 0);
         if (r < 0)
-                return log_error_errno(r, "Failed to request the bus name %s: %m", TUCK_BUS_NAME);
+                return log_error_errno(r, "Failed to acquire the bus name %s: %m", TUCK_BUS_NAME);
+        log_info("Acquired %s on the system bus.", TUCK_BUS_NAME);
 
         r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)

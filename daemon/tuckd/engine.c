@@ -222,7 +222,7 @@ static int json_to_string(json_object *o, char **ret) {
         return 0;
 }
 
-int engine_status_json(Engine *e, char **ret) {
+int engine_status_json(Engine *e, char **ret, char **ret_error) {
         Status *s = NULL;
         int r;
 
@@ -234,11 +234,11 @@ int engine_status_json(Engine *e, char **ret) {
         return r;
 }
 
-int engine_list_json(Engine *e, char **ret) {
+int engine_list_json(Engine *e, char **ret, char **ret_error) {
         ImageList *l = NULL;
         int r;
 
-        r = tuck_list(e->ctx, &(TuckOptions) {}, &l);
+        r = tuck_list(e->ctx, &(TuckOptions) {}, &l, ret_error);
         if (r < 0)
                 return r;
         r = json_to_string(image_list_to_json(l), ret);

@@ -73,9 +73,9 @@ typedef struct EngineHooks {
 int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, const EngineHooks *hooks,
                char **ret_error);
 
-/* tuckctl status --json / list --json, as one string each. */
-int engine_status_json(Engine *e, char **ret);
-int engine_list_json(Engine *e, char **ret);
+/* tuckctl status --json / list --json, as one string each; on failure maybe a reason (owned). */
+int engine_status_json(Engine *e, char **ret, char **ret_error);
+int engine_list_json(Engine *e, char **ret, char **ret_error);
 
 /* On start: adopt what is mounted, clean staging a killed refresh left. */
 int engine_recover(Engine *e);

@@ -146,7 +146,7 @@ static void log_namespace(Manager *m, const Hierarchy *h, uint64_t generation, c
 
         snprintf(pid, sizeof pid, "%d", (int) r->view.pid);
         log_event(r->result == 0 ? MESSAGE_ID_HEALED : MESSAGE_ID_STALE,
-                  r->result < 0 ? 3 /* LOG_ERR */ : r->result == 0 ? 6 /* LOG_INFO */ : 4 /* LOG_WARNING */,
+                  r->result < 0 ? LOG_ERR : r->result == 0 ? LOG_INFO : LOG_WARNING,
                   fields,
                   "%s: %s %s (pid %d, %s) did not follow generation %" PRIu64 " (%s, flags %s now %s): %s",
                   h->path, who, name, (int) r->view.pid, r->view.comm, generation,
@@ -164,10 +164,11 @@ static void log_generation(Manager *m, Hierarchy *h, uint64_t old_gen, uint64_t 
                 "TUCK_GENERATION", new,
                 NULL,
         };
-        EngineVerb v = m->running_verb;
+        EngineVerb v;
 
-        /* A refresh of a hierarchy that was not merged is its first merge, and
-         * one that ends with nothing merged an unmerge. */
+        /* Named by what happened, whatever verb ran: a refresh of a hierarchy
+         * that was not merged is its first merge, one that ends with nothing
+         * merged an unmerge. */
         if (new_gen == 0)
                 v = ENGINE_UNMERGE;
         else if (old_gen == 0)
@@ -177,7 +178,7 @@ static void log_generation(Manager *m, Hierarchy *h, uint64_t old_gen, uint64_t 
 
         snprintf(old, sizeof old, "%" PRIu64, old_gen);
         snprintf(new, sizeof new, "%" PRIu64, new_gen);
-        log_event(engine_verb_message_id[v], 6, fields, "%s: %s, generation %" PRIu64 " -> %" PRIu64 " (%s).",
+        log_event(engine_verb_message_id[v], LOG_INFO, fields, "%s: %s, generation %" PRIu64 " -> %" PRIu64 " (%s).",
                   h->path, engine_verb_past[v], old_gen, new_gen, m->running_trigger);
         h->logged = true;
 }
@@ -197,6 +198,18 @@ static void on_namespace(size_t hierarchy, uint64_t generation, const HealReport
         if (r->result == 0)
                 m->heal_count++;
         log_namespace(m, m->hierarchies + hierarchy, generation, r, r->outcome ?: "unknown");
+}
+
+static void log_refused(EngineVerb verb, const char *trigger, const char *reason) {
+        const char *fields[] = {
+                "TUCK_VERB", engine_verb_to_string(verb),
+                "TUCK_TRIGGER", trigger,
+                "TUCK_REASON", reason,
+                NULL,
+        };
+
+        log_event(MESSAGE_ID_REFUSED, LOG_ERR, fields, "%s refused (%s): %s", engine_verb_to_string(verb), trigger,
+                  reason);
 }
 
 int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger, char **ret_error) {
@@ -232,20 +245,14 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
                 if (m->hierarchies[i].current.generation != old_gen[i] && !m->hierarchies[i].logged)
                         log_generation(m, m->hierarchies + i, old_gen[i], m->hierarchies[i].current.generation);
 
-        if (r < 0) {
-                const char *fields[] = {
-                        "TUCK_VERB", engine_verb_to_string(verb),
-                        "TUCK_TRIGGER", trigger,
-                        "TUCK_REASON", error ?: strerror(-r),
-                        NULL,
-                };
-
-                log_event(MESSAGE_ID_REFUSED, 3, fields, "%s refused (%s): %s",
-                          engine_verb_to_string(verb), trigger, error ?: strerror(-r));
-        } else if (changed == 0)
+        if (r < 0)
+                log_refused(verb, trigger, error ?: strerror(-r));
+        else if (changed == 0)
                 log_info("%s (%s): nothing to do.", engine_verb_to_string(verb), trigger);
 
         manager_notify_status(m);
+        /* Whatever triggered it (a call, a directory change, a reload): RefreshCount changed. */
+        manager_emit_counters(m);
         if (ret_error)
                 *ret_error = TAKE_PTR(error);
         return r < 0 ? r : changed;

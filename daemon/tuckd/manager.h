@@ -70,6 +70,8 @@ int manager_images_busy(Manager *m, char **ret_path);
 int manager_connect_bus(Manager *m);
 int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t old_gen, uint64_t new_gen);
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome);
+/* PropertiesChanged for the properties every verb and heal may change. */
+void manager_emit_counters(Manager *m);
 
 /* log-journal.c: one structured journal entry per event, plus the readable line. */
 void log_event(const char *message_id, int priority, const char *fields[], const char *format, ...)

@@ -90,16 +90,9 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
         return sd_event_exit(m->event, 0);
 }
 
-static int run(int argc, char *argv[]) {
-        _cleanup_(manager_freep) Manager *m = NULL;
+/* SIGTERM and SIGINT stop, SIGHUP reloads: blocked from the start, handled in the event loop. */
+static int block_signals(void) {
         sigset_t mask;
-        int r;
-
-        log_setup_journal();
-
-        r = parse_argv(argc, argv);
-        if (r <= 0)
-                return r;
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -107,10 +100,11 @@ static int run(int argc, char *argv[]) {
         sigaddset(&mask, SIGHUP);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals: %m");
+        return 0;
+}
 
-        r = manager_new(arg_root, arg_config, &m);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up: %m");
+static int handle_signals(Manager *m) {
+        int r;
 
         r = sd_event_add_signal(m->event, NULL, SIGTERM, on_sigterm, m);
         if (r >= 0)
@@ -119,6 +113,28 @@ static int run(int argc, char *argv[]) {
                 r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to install signal handlers: %m");
+        return 0;
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        int r;
+
+        log_setup_journal();
+
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r;
+        r = block_signals();
+        if (r < 0)
+                return r;
+
+        r = manager_new(arg_root, arg_config, &m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up: %m");
+        r = handle_signals(m);
+        if (r < 0)
+                return r;
 
         r = sd_event_set_watchdog(m->event, true);
         if (r < 0)

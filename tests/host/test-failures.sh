@@ -93,6 +93,24 @@ diag "$out"
 check "a missing /opt is skipped and said so" grep -q "^/opt: nothing: .*/opt does not exist here, skipped" <<<"$out"
 check "/usr is merged anyway" grep -q '^/usr: merged' <<<"$out"
 
+# --- the host's os-release cannot be read -----------------------------------
+# (a host without confexts, so that /etc is the plain base and can lose it)
+host_teardown
+host_setup
+install_img "$(mkimg foo 2.0 sysext A)" foo
+tuck merge >/dev/null
+service plain
+PLAIN=$SERVICE_PID
+install_img "$(mkimg foo 2.1 sysext B)" foo
+mv "$ROOT/etc/os-release" "$ROOT/tmp/os-release"
+fails_unchanged "no os-release on the host" 1 "cannot read the host's os-release below '$ROOT'" tuck refresh
+rc=0
+out=$(tuck list 2>&1) || rc=$?
+diag "$out"
+expect_eq "list fails too (exit status)" "$rc" 1
+expect_eq "and says why, in one error line" "$(grep -c . <<<"$out")/$(grep -c "os-release below '$ROOT'" <<<"$out")" 1/1
+mv "$ROOT/tmp/os-release" "$ROOT/etc/os-release"
+
 # --- an active extension whose new image is bad is not dropped -------------
 setup_merged
 bad=$(mkimg foo 3.0 sysext B --id=not-this-os)

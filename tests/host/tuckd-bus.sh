@@ -139,12 +139,12 @@ for method in Unmerge Refresh Merge; do
                 not_ok "nobody's $method went through a permissive policy: $out"
         else
                 # busctl prints the error name's text; tuckd's own refusal is in its journal entry.
-                check "nobody's $method refused by tuckd itself ($out)" grep -qx "TUCK_METHOD=$method" "$JOURNAL"
+                check "nobody's $method refused by tuckd itself ($out)" in_journal -qx "TUCK_METHOD=$method"
         fi
 done
 check "nothing ran" test "$(prop RefreshCount | awk '{print $2}')" = "$count"
 check "marker still v3" test "$(marker)" = v3
-check "refusal names the caller's uid" grep -q '^MESSAGE=Unmerge refused: caller .* has uid 65534' "$JOURNAL"
+check "refusal names the caller's uid" in_journal -q '^MESSAGE=Unmerge refused: caller .* has uid 65534'
 check "root still may, through the same policy" test "$(call Unmerge t 0)" = "b true"
 
 # ---- tuckctl goes through tuckd while it runs for the same root, directly otherwise
@@ -154,7 +154,7 @@ out=$("$TUCKCTL" --root="$ROOT" --config="$CONF" merge 2>&1) || true
 check "tuckctl merge went through tuckd: $out" grep -q 'through tuckd' <<<"$out"
 check "tuckd ran it" test "$(prop RefreshCount | awk '{print $2}')" -eq $((count + 1))
 check "marker v3 after tuckctl merge" test "$(marker)" = v3
-check "journal: triggered over D-Bus" grep -qx 'TUCK_TRIGGER=D-Bus Merge' "$JOURNAL"
+check "journal: triggered over D-Bus" in_journal -qx 'TUCK_TRIGGER=D-Bus Merge'
 stop_tuckd
 out=$("$TUCKCTL" --root="$ROOT" --config="$CONF" unmerge 2>&1) || true
 check "with tuckd stopped, tuckctl unmerge works directly: $out" bash -c "! grep -q 'through tuckd' <<<'$out'"

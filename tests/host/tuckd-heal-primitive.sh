@@ -17,9 +17,9 @@
 #              stays behind
 #   nested:    a service inside the container (a slave of its namespace):
 #              stays behind with it, and follows when the container is healed
-# Generations are separate tmpfs mounts (each its own st_dev, like each
-# overlay), swapped in by tuckd-heal-tool exactly as tuck swaps: clone,
-# beneath, umount.
+# Generations are read-only overlays named like tuck's (tuck-sysext), each
+# its own st_dev, swapped in by tuckd-heal-tool exactly as tuck swaps:
+# clone, beneath, umount.
 #
 # First without healing: what stays behind and what is loosened. Then with
 # healing: every namespace follows, flags kept, over several swaps, with no
@@ -31,12 +31,11 @@ tuck_setup_root
 
 H=$ROOT/usr
 G=$W/gens
-mkdir -p "$G"
-for g in 1 2 3 4 5 6; do
-        mkdir -p "$G/g$g"
-        mount -t tmpfs "gen$g" "$G/g$g"
-        mkdir -p "$G/g$g"/lib/tuck-probe
-        echo "generation=gen$g" >"$G/g$g"/lib/tuck-probe/generation
+mkdir -p "$G"/empty
+for g in 1 2 3 4 5 6 7; do
+        mkdir -p "$G/l$g"/lib/tuck-probe "$G/g$g"
+        echo "generation=gen$g" >"$G/l$g"/lib/tuck-probe/generation
+        mount -t overlay tuck-sysext -o "lowerdir=$G/l$g:$G/empty" "$G/g$g"
 done
 mount --make-private "$G"/g* 2>/dev/null || true
 
@@ -140,5 +139,20 @@ for n in full strict nosuid container nested; do
         diag "$n: $depth mounts at $mp after 4 healed swaps"
         check "$n: at most 3 mounts stacked at $mp" test "$depth" -le 3
 done
+
+# ---- a namespace on a mount whose st_dev we count as ours, but which is no
+# overlay of tuck's: what an old overlay's number looks like once the kernel
+# has handed it to someone else's tmpfs. Never touched.
+mkdir -p "$W"/other
+mount -t tmpfs other "$W"/other
+mkdir -p "$W"/other/lib/tuck-probe
+echo generation=other >"$W"/other/lib/tuck-probe/generation
+spawn_ns recycled "mount --bind $W/other $H"
+"$HEAL_TOOL" swap "$ROOT" "$H" "$G"/g7 heal "$G"/g* "$W"/other >"$LOGS"/swap7.out
+diag "$(cat "$LOGS"/swap7.out)"
+check "host on gen7" test "$(marker)" = gen7
+expect_view full gen7 ro,nosuid,nodev,noexec
+check "the namespace on someone else's mount was left alone" test "$(ns_read "$NS_PID_recycled" "$H/lib/tuck-probe/generation")" = other
+check "and not counted as stale" bash -c "! grep -q 'pid=$NS_PID_recycled ' '$LOGS'/swap7.out"
 
 tap_done

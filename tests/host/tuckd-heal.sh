@@ -91,8 +91,8 @@ check "full keeps its flags" test "$(flags full)" = $full_flags
 stale=$(journal_count 5caeb1603632417eb7da23c50dbef12a)
 check "stale namespaces journalled ($stale)" test "$stale" -ge 2
 check "journal names the full service's pid and unit" \
-        grep -qx "TUCK_UNIT=$UNIT" "$JOURNAL"
-check "journal names the container's pid" grep -qx "TUCK_PID=$NS_PID_container" "$JOURNAL"
+        in_journal -qx "TUCK_UNIT=$UNIT"
+check "journal names the container's pid" in_journal -qx "TUCK_PID=$NS_PID_container"
 sleep 0.2
 check "NamespaceStale signalled with outcome 'reported'" \
         grep -q "NamespaceStale ('$H', uint32 $NS_PID_full, 'sleep', '$UNIT', '', 'swap', 'reported')" "$LOGS"/monitor
@@ -155,8 +155,8 @@ sleep 0.5
 drop 6
 check "Refresh to v6" test "$(call Refresh t 0)" = "b true"
 check "RestartUnit($UNIT, replace) called" grep -qx "RestartUnit $UNIT replace" "$LOGS"/restarts
-check "journal: restart requested" grep -q "^TUCK_OUTCOME=restart of $UNIT requested$" "$JOURNAL"
-check "a namespace without a unit is reported as such" grep -q '^TUCK_OUTCOME=not restarted: no unit$' "$JOURNAL"
+check "journal: restart requested" in_journal -q "^TUCK_OUTCOME=restart of $UNIT requested$"
+check "a namespace without a unit is reported as such" in_journal -q '^TUCK_OUTCOME=not restarted: no unit$'
 check "nothing else was restarted" test "$(wc -l <"$LOGS"/restarts)" -eq 1
 
 tap_done

@@ -184,6 +184,17 @@ start_journal() {
         return 1
 }
 
+# in_journal GREP-OPTIONS... PATTERN: grep the journal for an entry tuckd sent
+# just now, giving the sink (which writes asynchronously) up to 5 s.
+in_journal() {
+        local i
+        for ((i = 0; i < 100; i++)); do
+                grep "$@" "$JOURNAL" && return 0
+                sleep 0.05
+        done
+        return 1
+}
+
 # journal_count MESSAGE_ID: entries with that id.
 journal_count() {
         grep -c "^MESSAGE_ID=$1\$" "$JOURNAL" || true

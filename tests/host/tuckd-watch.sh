@@ -18,6 +18,9 @@ printf '[Daemon]\nQuietPeriodSec=%sms\nMaxDelaySec=20s\n' "$QUIET_MS" >"$CONF"
 start_journal
 start_bus
 start_tuckd
+gdbus monitor --address "$BUS" --dest org.tuck1 --object-path /org/tuck1 >"$LOGS"/monitor 2>&1 &
+pids+=($!)
+sleep 0.5
 
 refreshes() {
         prop RefreshCount | awk '{print $2}'
@@ -50,6 +53,8 @@ diag "20 drops over $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%
 check "a burst of 20 drops gives one refresh" test "$((count - base_count))" -eq 1
 check "one new generation" test "$((gen - base_gen))" -eq 1
 check "the top image is active" test "$(marker)" = burst20    # version order: e20 sorts last
+check "RefreshCount's change is announced after a refresh no one called ($count)" \
+        grep -q "PropertiesChanged ('org.tuck1.Manager', {.*'RefreshCount': <uint64 $count>" "$LOGS"/monitor
 layers=$(bctl --json=short call org.tuck1 /org/tuck1 org.tuck1.Manager Status |
         python3 -c 'import json,sys; print(json.dumps(json.loads(json.load(sys.stdin)["data"][0])))' |
         grep -o '"e[0-9]*"' | sort -u | wc -l)

@@ -50,6 +50,8 @@ static int add_rule(scmp_filter_ctx ctx, const char *spec, bool kill) {
         uint32_t action;
         int nr, r;
 
+        if (!copy)
+                return -ENOMEM;
         name = strtok(copy, ":");
         if (!kill)
                 err = strtok(NULL, ":");
