@@ -52,8 +52,8 @@ static char *wants_path(const StaleHierarchy *h) {
 }
 
 static int wants_load(const StaleHierarchy *h, NsWant **ret, size_t *ret_n) {
-        _cleanup_free_ char *path = wants_path(h), *text = NULL;
-        json_object *o;
+        _cleanup_free_ char *path = wants_path(h);
+        json_object *o = NULL;
         NsWant *w;
         size_t n = 0;
         int r;
@@ -62,16 +62,11 @@ static int wants_load(const StaleHierarchy *h, NsWant **ret, size_t *ret_n) {
         *ret_n = 0;
         if (!path)
                 return -ENOMEM;
-        r = read_full_file_at(AT_FDCWD, path, 1024 * 1024, &text);
+        r = json_load(path, &o);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
                 return r;
-        o = json_tokener_parse(text);
-        if (!o || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
-                return -EBADMSG;
-        }
         w = calloc(json_object_object_length(o) ?: 1, sizeof(NsWant));
         if (!w) {
                 json_object_put(o);
@@ -103,7 +98,7 @@ static int wants_save(const StaleHierarchy *h, const NsWant *w, size_t n) {
         }
         r = mkdir_p(dir, 0755);
         if (r >= 0)
-                r = write_file_atomic(path, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), 0644);
+                r = json_save(path, o);
         json_object_put(o);
         return r;
 }
