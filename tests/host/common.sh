@@ -87,16 +87,24 @@ kill_pids() {
 # slave of ours, as systemd starts services) after running SETUP (sh) in it.
 # Sets NS_PID_<NAME>; its output goes to $LOGS/ns-NAME.log.
 spawn_ns() {
-        local name=$1 setup=$2 log=$LOGS/ns-$1.log i
+        local name=$1 setup=$2 log=$LOGS/ns-$1.log
         : >"$log"
         # Ready is a line on stdout: after pivot_root there is no shared file to touch.
         unshare --mount --propagation slave sh -c "$setup && echo ns-ready && exec sleep 100000" \
                 >>"$log" 2>&1 &
-        pids+=($!)
-        printf -v "NS_PID_$name" '%s' $!
+        ns_await_ready "$name" $! "$log"
+}
+
+# ns_await_ready NAME PID LOG: PID (started in the background, its output in
+# LOG) runs in the namespace NAME once it printed "ns-ready". Sets
+# NS_PID_<NAME>; fails with LOG shown if it never does.
+ns_await_ready() {
+        local name=$1 pid=$2 log=$3 i
+        pids+=("$pid")
+        printf -v "NS_PID_$name" '%s' "$pid"
         for ((i = 0; i < 200; i++)); do
                 grep -q '^ns-ready$' "$log" && return 0
-                kill -0 $! 2>/dev/null || break
+                kill -0 "$pid" 2>/dev/null || break
                 sleep 0.05
         done
         echo "namespace $name did not come up:" >&2

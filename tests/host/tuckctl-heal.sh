@@ -12,18 +12,13 @@
 # tuckctl asks systemd (a fake one on a private system bus) itself.
 
 . "$(dirname "$0")"/tuckd-lib.sh
+. "$(dirname "$0")"/heal-layouts.sh
 tuck_enter_ns "$@"
 tuck_setup_root
 
-EXT=$ROOT/var/lib/extensions
 H=$ROOT/usr
-M=lib/tuck-probe/generation
 policy() {
         printf '[Daemon]\nStalePolicy=%s\n' "$1" >"$CONF"
-}
-drop() {
-        make_raw "$W/.foo.raw.tmp" foo "$1" "v$1"
-        mv "$W/.foo.raw.tmp" "$EXT"/foo.raw
 }
 # No system bus here (our own empty /run): tuckctl works directly.
 unset DBUS_SYSTEM_BUS_ADDRESS
@@ -36,17 +31,6 @@ drop 1
 check "merge v1" tuckctl merge
 spawn_layouts "$H"
 
-path_in() {
-        [[ $1 == container || $1 == nested ]] && echo /usr/$M || echo "$H/$M"
-}
-view() {
-        local pid=NS_PID_$1
-        ns_read "${!pid}" "$(path_in "$1")"
-}
-flags() {
-        local pid=NS_PID_$1
-        ns_flags "${!pid}" "$H"
-}
 layouts=(plain full inplace nosuid strict container nested)
 declare -A want=([plain]=ro,nodev [full]=ro,nosuid,nodev,noexec [inplace]=ro,nodev [nosuid]=ro,nosuid,nodev
                  [strict]=ro,nosuid,nodev,noexec [container]=ro,nodev [nested]=ro,nodev)
@@ -130,17 +114,7 @@ check "its /usr is still its tmpfs" test "$(nsenter -t "$NS_PID_tmpfs" -m stat -
 kill "$NS_PID_tmpfs"
 
 # ---- restart: tuckctl asks systemd itself
-CG=
-if [[ -d /sys/fs/cgroup/unified ]]; then CG=/sys/fs/cgroup/unified; else CG=/sys/fs/cgroup; fi
-UNIT=tuckctl-test-$$.service
-mkdir "$CG/$UNIT"
-cleanup_cgroup() {
-        local p
-        for p in $(cat "$CG/$UNIT"/cgroup.procs 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-        sleep 0.1
-        rmdir "$CG/$UNIT" 2>/dev/null || true
-}
-trap 'cleanup_cgroup; tuck_cleanup' EXIT
+unit_cgroup tuckctl-test-$$
 spawn_ns restartme "echo \$\$ >$CG/$UNIT/cgroup.procs && mount --bind $H $H && mount -o remount,bind,ro,nodev $H"
 start_bus
 "$FAKE_SYSTEMD" "$LOGS"/restarts >>"$LOGS"/fake-systemd.log 2>&1 &

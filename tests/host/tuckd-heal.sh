@@ -19,18 +19,13 @@
 # RestrictSUIDSGID= refuses it: the namespace scan must not depend on it.
 
 . "$(dirname "$0")"/tuckd-lib.sh
+. "$(dirname "$0")"/heal-layouts.sh
 tuck_enter_ns "$@"
 tuck_setup_root
 
-EXT=$ROOT/var/lib/extensions
 H=$ROOT/usr
-M=lib/tuck-probe/generation
 policy() {
         printf '[Daemon]\nWatch=no\nStalePolicy=%s\n' "$1" >"$CONF"
-}
-drop() {
-        make_raw "$W/.foo.raw.tmp" foo "$1" "v$1"
-        mv "$W/.foo.raw.tmp" "$EXT"/foo.raw
 }
 
 policy report
@@ -42,31 +37,10 @@ start_tuckd
 check "generation 1 merged at start" test "$(marker)" = v1
 
 # A unit cgroup for one service, so tuckd can name its unit (restart policy).
-CG=
-if [[ -d /sys/fs/cgroup/unified ]]; then CG=/sys/fs/cgroup/unified; else CG=/sys/fs/cgroup; fi
-UNIT=tuckd-test-$$.service
-mkdir "$CG/$UNIT"
-cleanup_cgroup() {
-        local p
-        for p in $(cat "$CG/$UNIT"/cgroup.procs 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-        sleep 0.1
-        rmdir "$CG/$UNIT" 2>/dev/null || true
-}
-trap 'cleanup_cgroup; tuck_cleanup' EXIT
+unit_cgroup tuckd-test-$$
 
 spawn_layouts "$H" "echo \$\$ >$CG/$UNIT/cgroup.procs"
 
-path_in() {
-        [[ $1 == container || $1 == nested ]] && echo /usr/$M || echo "$H/$M"
-}
-view() {
-        local pid=NS_PID_$1
-        ns_read "${!pid}" "$(path_in "$1")"
-}
-flags() {
-        local pid=NS_PID_$1
-        ns_flags "${!pid}" "$H"
-}
 full_flags=ro,nosuid,nodev,noexec
 strict_flags=ro,nosuid,nodev,noexec
 nosuid_flags=ro,nosuid,nodev

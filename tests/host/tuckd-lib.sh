@@ -283,20 +283,11 @@ spawn_strict() {
 # service inside a booted container is), its /usr remounted read-only in
 # place. Sets NS_PID_<NAME>.
 spawn_nested() {
-        local name=$1 ctr=NS_PID_$2 log=$LOGS/ns-$1.log i
+        local name=$1 ctr=NS_PID_$2 log=$LOGS/ns-$1.log
         : >"$log"
         nsenter -t "${!ctr}" -m -r unshare --mount --propagation slave \
                 sh -c "mount -o remount,bind,ro,nodev /usr && echo ns-ready && exec sleep 100000" >>"$log" 2>&1 &
-        pids+=($!)
-        printf -v "NS_PID_$name" '%s' $!
-        for ((i = 0; i < 200; i++)); do
-                grep -q '^ns-ready$' "$log" && return 0
-                kill -0 $! 2>/dev/null || break
-                sleep 0.05
-        done
-        echo "namespace $name did not come up:" >&2
-        cat "$log" >&2
-        return 1
+        ns_await_ready "$name" $! "$log"
 }
 
 # ---------------------------------------------------------------- window probes
