@@ -59,6 +59,23 @@ int ini_parse(const char *text, IniCallback callback, void *userdata, char **ret
         return 0;
 }
 
+static const char *const stale_policy_table[_STALE_POLICY_MAX] = {
+        [STALE_POLICY_HEAL] = "heal",
+        [STALE_POLICY_REPORT] = "report",
+        [STALE_POLICY_RESTART] = "restart",
+};
+
+const char *stale_policy_to_string(StalePolicy p) {
+        return p >= 0 && p < _STALE_POLICY_MAX ? stale_policy_table[p] : NULL;
+}
+
+StalePolicy stale_policy_from_string(const char *s) {
+        for (size_t i = 0; i < ELEMENTSOF(stale_policy_table); i++)
+                if (streq_ptr(s, stale_policy_table[i]))
+                        return (StalePolicy) i;
+        return _STALE_POLICY_INVALID;
+}
+
 int config_parse_boolean(const char *s) {
         static const char * const yes[] = { "1", "yes", "y", "true", "t", "on" };
         static const char * const no[] = { "0", "no", "n", "false", "f", "off" };
@@ -136,8 +153,21 @@ static int parse_one(const char *section, const char *key, const char *value, un
                         *target = b;
                         return 0;
                 }
+        } else if (streq(section, "Daemon")) {
+                StalePolicy p;
+
+                if (!streq(key, "StalePolicy"))
+                        return 0;   /* tuckd's */
+                p = stale_policy_from_string(value);
+                if (p < 0) {
+                        (void) asprintf_safe(s->error, "line %u: StalePolicy= takes heal, report or restart, got '%s'",
+                                             line, value);
+                        return -EINVAL;
+                }
+                s->config->stale_policy = p;
+                return 0;
         } else
-                return 0;   /* someone else's section ([Daemon] is tuckd's) */
+                return 0;   /* someone else's section */
 
         log_warning("tuck.conf line %u: unknown key %s= in [%s], ignoring.", line, key, section);
         return 0;

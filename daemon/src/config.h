@@ -23,19 +23,40 @@
  *   AllowDowngrade=no   # yes: like --allow-downgrade on every call
  *   AllowWindow=no      # yes: like --allow-window (never needed on Linux >= 6.5)
  *
- * Sections libtuck does not know (e.g. [Daemon], read by tuckd) are left to
- * their readers: ini_parse() hands every assignment to a callback.
+ *   # Namespaces a refresh leaves behind (a container's own bind of /usr,
+ *   # ...): heal (default), report or restart. Read by libtuck, so tuckctl
+ *   # working without tuckd applies it too; the section name is historical.
+ *   [Daemon]
+ *   StalePolicy=heal
+ *
+ * Sections and keys libtuck does not know (the rest of [Daemon], read by
+ * tuckd) are left to their readers: ini_parse() hands every assignment to a
+ * callback.
  */
 
+#include <errno.h>
 #include <stdbool.h>
 
 #include "image-class.h"
+
+/* What a refresh does with a namespace that did not follow (StalePolicy=). */
+typedef enum StalePolicy {
+        STALE_POLICY_HEAL,      /* default: beneath swap inside the namespace */
+        STALE_POLICY_REPORT,    /* log and list it, touch nothing */
+        STALE_POLICY_RESTART,   /* restart the owning unit through systemd */
+        _STALE_POLICY_MAX,
+        _STALE_POLICY_INVALID = -EINVAL,
+} StalePolicy;
+
+const char *stale_policy_to_string(StalePolicy p);
+StalePolicy stale_policy_from_string(const char *s);
 
 typedef struct TuckConfig {
         char **search_dirs[_IMAGE_CLASS_MAX];
         char **hierarchies[_IMAGE_CLASS_MAX];
         bool allow_downgrade;
         bool allow_window;
+        StalePolicy stale_policy;
 } TuckConfig;
 
 /* Called for each assignment; return <0 to abort parsing. */

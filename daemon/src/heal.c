@@ -173,26 +173,11 @@ int heal_apply(const NamespaceView *now, HealAction action, int host_fd, uint64_
         return -WEXITSTATUS(status);
 }
 
-static const char *const stale_policy_table[_STALE_POLICY_MAX] = {
-        [STALE_POLICY_HEAL] = "heal",
-        [STALE_POLICY_REPORT] = "report",
-        [STALE_POLICY_RESTART] = "restart",
-};
-
-const char *stale_policy_to_string(StalePolicy p) {
-        return p >= 0 && p < _STALE_POLICY_MAX ? stale_policy_table[p] : NULL;
-}
-
-StalePolicy stale_policy_from_string(const char *s) {
-        for (size_t i = 0; i < ELEMENTSOF(stale_policy_table); i++)
-                if (s && strcmp(s, stale_policy_table[i]) == 0)
-                        return (StalePolicy) i;
-        return _STALE_POLICY_INVALID;
-}
-
 void heal_reports_free(HealReport *r, size_t n) {
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 namespace_view_done(&r[i].view);
+                free(r[i].outcome);
+        }
         free(r);
 }
 
@@ -201,11 +186,72 @@ int heal_snapshot(const char *root, const char *hierarchy, const dev_t *devs, si
         return namespaces_scan(root, hierarchy, devs, n_devs, NSSCAN_ONLY_OURS | NSSCAN_SKIP_SELF, ret, ret_n);
 }
 
-static const NamespaceView *find_before(const NamespaceView *before, size_t n, uint64_t ns_ino) {
+static uint64_t want_of(const NsWant *want, size_t n, const NamespaceView *v) {
         for (size_t i = 0; i < n; i++)
-                if (before[i].ns_ino == ns_ino)
-                        return before + i;
-        return NULL;
+                if (want[i].ns_ino == v->ns_ino)
+                        return want[i].attr | v->attr;
+        /* A namespace we did not see before: its flags now are the best record of its wish. */
+        return v->attr;
+}
+
+/* Plan and apply for one view; -ESTALE when its top changed under us. */
+static int heal_one(HealReport *rep, dev_t new_dev, int host_fd, bool heal) {
+        NamespaceView want = { .attr = rep->want_attr };
+
+        rep->action = heal_plan(&want, &rep->view, new_dev);
+        rep->result = rep->action == HEAL_NONE ? 0 : 1;
+        if (heal && rep->action != HEAL_NONE)
+                rep->result = heal_apply(&rep->view, rep->action, host_fd, rep->want_attr);
+        return rep->result;
+}
+
+int heal_views(const char *root, const char *path, int host_fd, NamespaceView *now, size_t n_now,
+               const NsWant *want, size_t n_want, bool heal, HealReport **ret, size_t *ret_n) {
+        HealReport *reports;
+        size_t n = 0;
+        struct stat st;
+
+        if (fstat(host_fd, &st) < 0)
+                return -errno;
+        reports = calloc(n_now ?: 1, sizeof(HealReport));
+        if (!reports)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n_now; i++) {
+                HealReport *rep = &reports[n];
+
+                *rep = (HealReport) { .view = now[i], .want_attr = want_of(want, n_want, &now[i]) };
+                now[i] = (NamespaceView) {};
+                if (rep->view.error < 0) {
+                        rep->result = rep->view.error;
+                        n++;
+                        continue;
+                }
+                /* A swap brings new content: the stale top's own flags are wanted too. */
+                if (rep->view.dev != st.st_dev)
+                        rep->want_attr |= rep->view.attr;
+
+                /* Its top moved since the scan: most likely it followed a namespace healed just
+                 * before (a service in a container is a slave of the container's). Look again. */
+                for (unsigned tries = 0; heal_one(rep, st.st_dev, host_fd, heal) == -ESTALE && tries < 2; tries++) {
+                        NamespaceView again;
+
+                        if (namespace_view_read(rep->view.pid, root, path, &again) < 0)
+                                break;
+                        namespace_view_done(&rep->view);
+                        rep->view = again;
+                }
+                if (rep->action == HEAL_NONE && rep->result == 0) {
+                        /* Current, flags intact: nothing to say about it. */
+                        namespace_view_done(&rep->view);
+                        continue;
+                }
+                n++;
+        }
+
+        *ret = reports;
+        *ret_n = n;
+        return 0;
 }
 
 /* After a swap: namespaces on an old overlay, and on the new one (propagation may have loosened its flags). */
@@ -224,49 +270,24 @@ int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
                     const dev_t *devs, size_t n_devs,
                     const NamespaceView *before, size_t n_before, bool heal,
                     HealReport **ret, size_t *ret_n) {
-        HealReport *reports;
+        _cleanup_free_ NsWant *want = calloc(n_before ?: 1, sizeof(NsWant));
         NamespaceView *now = NULL;
-        size_t n_now = 0, n = 0;
+        size_t n_now = 0;
         struct stat st;
         int r;
 
+        if (!want)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_before; i++)
+                want[i] = (NsWant) { before[i].ns_ino, before[i].attr };
         if (fstat(host_fd, &st) < 0)
                 return negative_errno();
         r = scan_after_swap(root, hierarchy, devs, n_devs, st.st_dev, &now, &n_now);
         if (r < 0)
                 return r;
-        reports = calloc(n_now ?: 1, sizeof(HealReport));
-        if (!reports) {
-                namespace_views_free(now, n_now);
-                return -ENOMEM;
-        }
-
-        for (size_t i = 0; i < n_now; i++) {
-                /* A namespace we did not see before the swap: its current flags
-                 * are the best record of what it wants. */
-                const NamespaceView *b = find_before(before, n_before, now[i].ns_ino) ?: &now[i];
-                HealAction a = heal_plan(b, &now[i], st.st_dev);
-                HealReport *rep = &reports[n];
-
-                if (a == HEAL_NONE) {
-                        namespace_view_done(&now[i]);
-                        continue;
-                }
-                *rep = (HealReport) {
-                        .view = now[i],
-                        .want_attr = b->attr | (a == HEAL_SWAP ? now[i].attr : 0),
-                        .action = a,
-                        .result = 1,
-                };
-                now[i] = (NamespaceView) {};
-                if (heal)
-                        rep->result = heal_apply(&rep->view, a, host_fd, rep->want_attr);
-                n++;
-        }
-        free(now);
-        *ret = reports;
-        *ret_n = n;
-        return 0;
+        r = heal_views(root, hierarchy, host_fd, now, n_now, want, n_before, heal, ret, ret_n);
+        namespace_views_free(now, n_now);
+        return r;
 }
 
 /*

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config.h"
 #include "nsscan.h"
 
 typedef enum HealAction {
@@ -56,27 +57,35 @@ HealAction heal_plan(const NamespaceView *before, const NamespaceView *now, dev_
  */
 int heal_apply(const NamespaceView *now, HealAction action, int host_fd, uint64_t attr);
 
-/* What tuckd does with a namespace that did not follow (tuck.conf StalePolicy=). */
-typedef enum StalePolicy {
-        STALE_POLICY_HEAL,      /* default: beneath swap inside the namespace */
-        STALE_POLICY_REPORT,    /* log and list it, touch nothing */
-        STALE_POLICY_RESTART,   /* restart the owning unit through systemd */
-        _STALE_POLICY_MAX,
-        _STALE_POLICY_INVALID = -EINVAL,
-} StalePolicy;
-
-const char *stale_policy_to_string(StalePolicy p);
-StalePolicy stale_policy_from_string(const char *s);
-
 /* One namespace that did not follow a swap, and what became of it. */
 typedef struct HealReport {
-        NamespaceView view;     /* as seen after the swap */
+        NamespaceView view;     /* as seen after the swap (view.error < 0: could not be read) */
         uint64_t want_attr;     /* flags it had before the swap */
         HealAction action;      /* what it needed */
         int result;             /* 0 healed, <0 failed, 1 left alone (report/restart) */
+        char *outcome;          /* in words, for logs and reports (stale.c); may be NULL */
 } HealReport;
 
 void heal_reports_free(HealReport *r, size_t n);
+
+/* The flags a namespace (by mount namespace inode) is known to want on a hierarchy. */
+typedef struct NsWant {
+        uint64_t ns_ino;
+        uint64_t attr;
+} NsWant;
+
+/*
+ * Plan and (with @heal) apply, for every view in @now (scanned after a swap,
+ * or without one), against the host's top @host_fd: a view on another
+ * overlay is swapped, one that lost flags it wants (@want, by namespace;
+ * otherwise its own) gets them back. Views are taken over by the reports
+ * (and cleared in @now). A namespace whose top changed meanwhile (-ESTALE:
+ * typically a service inside a container that followed when the container
+ * was healed) is read again from @root/@path and planned once more.
+ * Unreadable views are reported as failed.
+ */
+int heal_views(const char *root, const char *path, int host_fd, NamespaceView *now, size_t n_now,
+               const NsWant *want, size_t n_want, bool heal, HealReport **ret, size_t *ret_n);
 
 /*
  * Around one swap of @hierarchy (root prefix applied). Before:

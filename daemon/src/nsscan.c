@@ -17,6 +17,7 @@ static const char * const ns_view_state_table[_NS_VIEW_STATE_MAX] = {
         [NS_VIEW_STALE] = "stale",
         [NS_VIEW_BASE] = "base",
         [NS_VIEW_FOREIGN] = "foreign",
+        [NS_VIEW_UNREADABLE] = "unreadable",
 };
 
 const char *ns_view_state_to_string(NsViewState s) {
@@ -291,9 +292,10 @@ static bool belongs_to_root(const Scan *s, const NamespaceView *v, bool root_see
 /* One process: counted if its namespace is known, else read and kept if it belongs. */
 static int scan_process(Scan *s, pid_t pid) {
         NamespaceView v, *known, *a;
-        bool root_seen, keep;
+        bool root_seen = false, keep;
         char ns_path[64];
         struct stat st;
+        int r;
 
         snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/mnt", (int) pid);
         if (stat(ns_path, &st) < 0)
@@ -306,12 +308,19 @@ static int scan_process(Scan *s, pid_t pid) {
         if ((s->flags & NSSCAN_SKIP_SELF) && st.st_ino == s->self_ns)
                 return 0;
 
-        if (view_read_mount(pid, s->root, s->path, &v, &root_seen) < 0) {
+        r = view_read_mount(pid, s->root, s->path, &v, &root_seen);
+        if (r == -ENOENT || r == -ESRCH || r == -ENOTDIR || r == -EINVAL) {
                 namespace_view_done(&v);
-                return 0;       /* vanished, or has no such directory */
+                return 0;       /* vanished, no such directory, or outside our root prefix */
+        }
+        if (r < 0) {
+                v.ns_ino = st.st_ino;
+                v.error = r;
+                v.state = NS_VIEW_UNREADABLE;
         }
         keep = belongs_to_root(s, &v, root_seen);
-        if (keep && (s->flags & NSSCAN_ONLY_OURS))
+        /* An unreadable view may be one of ours: kept, for the caller to say so. */
+        if (keep && r >= 0 && (s->flags & NSSCAN_ONLY_OURS))
                 keep = dev_in(v.dev, s->ours, s->n_ours) && view_is_extension_overlay(&v);
         if (!keep) {
                 namespace_view_done(&v);
@@ -361,9 +370,9 @@ int namespaces_scan(const char *root, const char *path, const dev_t *ours, size_
 }
 
 void namespace_view_classify(NamespaceView *v, const Generation *g) {
-        v->state = NS_VIEW_FOREIGN;
+        v->state = v->error < 0 ? NS_VIEW_UNREADABLE : NS_VIEW_FOREIGN;
         v->generation = 0;
-        if (!g)
+        if (!g || v->error < 0)
                 return;
         if (g->merged && v->dev == g->overlay_dev) {
                 v->state = NS_VIEW_CURRENT;

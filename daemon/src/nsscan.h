@@ -41,6 +41,7 @@ typedef enum NsViewState {
         NS_VIEW_STALE,       /* an older generation of ours */
         NS_VIEW_BASE,        /* the bare base (unmerged view) */
         NS_VIEW_FOREIGN,     /* something else: a container's own tree, systemd-sysext, ... */
+        NS_VIEW_UNREADABLE,  /* its view could not be read (error): it may be one of ours */
         _NS_VIEW_STATE_MAX,
 } NsViewState;
 
@@ -56,6 +57,7 @@ typedef struct NamespaceView {
         dev_t dev;               /* st_dev at the hierarchy: identifies the overlay */
         uint64_t mnt_id;         /* its top mount at the hierarchy */
         uint64_t attr;           /* MOUNT_ATTR_* of that mount (TUCK_ATTR_MASK) */
+        int error;               /* <0: the view could not be read, why (NS_VIEW_UNREADABLE) */
         NsViewState state;       /* set by namespace_view_classify() */
         uint64_t generation;     /* for STALE/CURRENT: which generation it sees */
 } NamespaceView;
@@ -81,7 +83,11 @@ typedef enum NsScanFlags {
 /*
  * One view per mount namespace of the root (see above) at @path; @ours are
  * the st_devs of our overlays of that hierarchy (NSSCAN_ONLY_OURS).
- * Processes that vanish while scanning are skipped.
+ * Processes that vanish while scanning are skipped, and so are namespaces
+ * without the hierarchy. A namespace whose view cannot be read for another
+ * reason (permissions, a sandbox refusing a system call) is kept with
+ * .error set: it may well be one of ours, and whoever scans must say so
+ * rather than take it for absent.
  */
 int namespaces_scan(const char *root, const char *path, const dev_t *ours, size_t n_ours, NsScanFlags flags,
                     NamespaceView **ret, size_t *ret_n);

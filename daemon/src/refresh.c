@@ -22,7 +22,12 @@
  *        d. swap     first merge: on top; otherwise MOVE_MOUNT_BENEATH beneath
  *                    the live top, then unmount the old top (swap.c)
  *        e. record   the generation (/run/tuck) and versions (/var/lib/tuck)
+ *        f. stale    the namespaces that did not follow: healed, reported or
+ *                    restarted as StalePolicy= says (stale.c; a snapshot is
+ *                    taken before 5d, loosenable namespaces pinned)
  *   6. collect     unmount staged images no generation uses any more
+ *   7. stale       the same for every merged hierarchy that did not change:
+ *                  what a killed run or StalePolicy=report left behind
  *
  * Every step before 5d works in the staging namespace or on detached mounts:
  * if one fails, the host's mount table is exactly as it was.
@@ -41,6 +46,7 @@
 #include "mountinfo.h"
 #include "overlay.h"
 #include "plan.h"
+#include "stale.h"
 #include "staging.h"
 #include "status.h"
 #include "swap.h"
@@ -439,9 +445,11 @@ typedef struct SwapJob {
         dev_t tree_dev;
         char *error;                 /* why a step failed */
         bool exposed;                /* the window opened and stayed open: the base shows */
+        StaleSnapshot stale;         /* namespaces before the swap */
 } SwapJob;
 
 static void swap_job_done(SwapJob *j) {
+        stale_snapshot_done(&j->stale);
         free(j->base_rel);
         strv_free(j->lowers);
         safe_close(j->tree);
@@ -598,6 +606,54 @@ static int assemble(Run *run, SwapJob *j) {
                 return -errno;
         j->tree_dev = st.st_dev;
         return 0;
+}
+
+/* 5f and 7: the namespaces of a hierarchy, as StalePolicy= says (stale.c). */
+static StaleHierarchy stale_hierarchy(Run *run, const TuckHierarchy *h) {
+        return (StaleHierarchy) {
+                .root = run->c->root,
+                .path = h->full,
+                .run_dir = run->c->run_dir,
+                .id = h->id,
+                .class = h->class,
+                .policy = run->o->stale_policy ? *run->o->stale_policy : run->c->config.stale_policy,
+        };
+}
+
+static dev_t replaced_top(const HierarchyPlan *p) {
+        return p->live.top == TOP_BASE ? 0 : p->live.top_dev;
+}
+
+/* Before the swap: who sees our overlays, and pin those it would loosen. Never stops the swap. */
+static void stale_before(Run *run, SwapJob *j, HierarchyReport *hr) {
+        StaleHierarchy sh = stale_hierarchy(run, j->h);
+
+        sh.foreign = j->p->live.top == TOP_SYSTEMD;
+        dev_t ours[GENERATION_HISTORY_MAX + 2];
+        size_t n = stale_ours(j->old->number > 0 ? j->old : NULL, replaced_top(j->p), ours, ELEMENTSOF(ours));
+        int r;
+
+        r = stale_before_swap(&sh, ours, n, j->attr, &j->stale);
+        if (r < 0)
+                (void) report_warn(run->report, "Failed to look for mount namespaces that see %s: %s", j->h->full,
+                                   strerror(-r));
+        hr->pinned = j->stale.pinned > 0 ? (unsigned) j->stale.pinned : 0;
+}
+
+/* After a swap (@before) or without one: the namespaces behind @g, into @hr. */
+static void stale_after(Run *run, const TuckHierarchy *h, const Generation *g, dev_t replaced, bool foreign,
+                        const StaleSnapshot *before, HierarchyReport *hr) {
+        StaleHierarchy sh = stale_hierarchy(run, h);
+
+        sh.foreign = foreign;
+        dev_t ours[GENERATION_HISTORY_MAX + 2];
+        size_t n = stale_ours(g, replaced, ours, ELEMENTSOF(ours));
+        int r;
+
+        r = stale_handle(&sh, ours, n, before, &hr->namespaces, &hr->n_namespaces);
+        if (r < 0)
+                (void) report_warn(run->report, "Failed to look for mount namespaces that did not follow %s: %s",
+                                   h->full, strerror(-r));
 }
 
 static TuckSwapEvent swap_event(const SwapJob *j, uint64_t generation, int fd) {
@@ -777,6 +833,8 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
         if (r >= 0)
                 r = assemble(run, &j);
         if (r >= 0)
+                stale_before(run, &j, hr);
+        if (r >= 0)
                 r = call_before_swap(run, &j);
         if (r >= 0)
                 r = swap_into_place(&j);
@@ -794,6 +852,7 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
         report_swapped(hr, &j, &new);
         generation_done(j.old);
         *j.old = new;
+        stale_after(run, j.h, j.old, replaced_top(p), p->live.top == TOP_SYSTEMD, &j.stale, hr);
         call_after_swap(run, &j);
         return 1;
 }
@@ -870,6 +929,18 @@ static int execute_one(Run *run, const HierarchyPlan *p, size_t idx, HierarchyRe
         return -EINVAL;
 }
 
+/* 7. A merged hierarchy that did not change may still have namespaces behind it. */
+static void stale_unchanged(Run *run, size_t input, HierarchyReport *hr) {
+        size_t idx = run->input_index[input];
+        const Generation *g = &run->generations[idx];
+
+        if (run->verb == VERB_UNMERGE || !g->merged || run->inputs[input].live.top != TOP_OURS)
+                return;
+        if (hr->outcome == OUTCOME_MERGED || hr->outcome == OUTCOME_REFRESHED || hr->outcome == OUTCOME_TAKEN_OVER)
+                return;         /* handled right after its swap */
+        stale_after(run, &run->c->hierarchies[idx], g, 0, false, NULL, hr);
+}
+
 /* Each hierarchy on its own: a failure is in its report, and the others go ahead. */
 static int run_execute(Run *run) {
         for (size_t i = 0; i < run->plan.n_hierarchies; i++) {
@@ -885,6 +956,7 @@ static int run_execute(Run *run) {
                 r = execute_one(run, p, idx, hr);
                 if (r < 0)
                         return r;
+                stale_unchanged(run, i, hr);
                 if (hr->error < 0)
                         log_debug("%s: %s", p->hierarchy, strna(hr->message));
         }

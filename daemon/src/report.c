@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include "mountinfo.h"
 #include "report.h"
 #include "util.h"
 
@@ -41,6 +42,7 @@ Report *report_free(Report *r) {
                 for (size_t k = 0; k < h->n_layers; k++)
                         layer_done(&h->layers[k]);
                 free(h->layers);
+                heal_reports_free(h->namespaces, h->n_namespaces);
         }
         free(r->hierarchies);
         strv_free(r->warnings);
@@ -142,6 +144,34 @@ int report_result(const Report *r) {
         return report_changed(r) ? 1 : 0;
 }
 
+/* "/usr: container web (pid 42, systemd) did not follow (swap, wants ro,nodev): healed" */
+static void print_namespace(const HierarchyReport *h, const HealReport *n, FILE *f) {
+        const char *who = n->view.machine ? "container" : n->view.unit ? "unit" : "process";
+        char want[32];
+
+        fprintf(f, "%s: %s %s (pid %d, %s) did not follow (%s, wants %s): %s\n", h->hierarchy, who,
+                n->view.machine ?: n->view.unit ?: n->view.comm, (int) n->view.pid, n->view.comm,
+                heal_action_to_string(n->action), mount_attr_to_string(n->want_attr, want, sizeof(want)),
+                strna(n->outcome));
+}
+
+static json_object *namespace_to_json(const HealReport *n) {
+        json_object *o = json_object_new_object();
+        char buf[32];
+
+        json_object_object_add(o, "namespace", json_object_new_uint64(n->view.ns_ino));
+        json_object_object_add(o, "pid", json_object_new_int(n->view.pid));
+        json_object_object_add(o, "comm", json_object_new_string(n->view.comm));
+        json_object_object_add(o, "unit", n->view.unit ? json_object_new_string(n->view.unit) : NULL);
+        json_object_object_add(o, "machine", n->view.machine ? json_object_new_string(n->view.machine) : NULL);
+        json_object_object_add(o, "action", json_object_new_string(heal_action_to_string(n->action)));
+        json_object_object_add(o, "flags", json_object_new_string(mount_attr_to_string(n->view.attr, buf, sizeof(buf))));
+        json_object_object_add(o, "wants", json_object_new_string(mount_attr_to_string(n->want_attr, buf, sizeof(buf))));
+        json_object_object_add(o, "healed", json_object_new_boolean(n->result == 0));
+        json_object_object_add(o, "outcome", n->outcome ? json_object_new_string(n->outcome) : NULL);
+        return o;
+}
+
 void report_print(const Report *r, FILE *f) {
         STRV_FOREACH(w, r->warnings)
                 fprintf(f, "warning: %s\n", *w);
@@ -163,6 +193,8 @@ void report_print(const Report *r, FILE *f) {
                                 "between unmount and mount (--allow-window)\n", h->hierarchy);
                 for (size_t k = h->n_layers; k > 0; k--)
                         fprintf(f, "  %s %s\n", h->layers[k - 1].name, h->layers[k - 1].version ?: "(unversioned)");
+                for (size_t k = 0; k < h->n_namespaces; k++)
+                        print_namespace(h, &h->namespaces[k], f);
         }
 }
 
@@ -198,6 +230,12 @@ json_object *report_to_json(const Report *r) {
                         json_object_array_add(layers, l);
                 }
                 json_object_object_add(x, "layers", layers);
+                json_object *ns = json_object_new_array();
+
+                for (size_t k = 0; k < h->n_namespaces; k++)
+                        json_object_array_add(ns, namespace_to_json(&h->namespaces[k]));
+                json_object_object_add(x, "namespaces", ns);
+                json_object_object_add(x, "pinned", json_object_new_int((int) h->pinned));
                 json_object_array_add(a, x);
         }
         json_object_object_add(o, "hierarchies", a);

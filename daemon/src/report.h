@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "heal.h"
 #include "image-class.h"
 #include "state.h"
 
@@ -38,6 +39,9 @@ typedef struct HierarchyReport {
         Layer *layers;               /* the generation now in place, bottom to top */
         size_t n_layers;
         bool window;                 /* the swap opened a window (--allow-window) */
+        HealReport *namespaces;      /* namespaces that did not follow, and what became of them */
+        size_t n_namespaces;
+        unsigned pinned;             /* namespaces pinned so the swap could not loosen them */
 } HierarchyReport;
 
 typedef struct Report {

@@ -162,6 +162,10 @@ static void print_view(const NamespaceView *v, FILE *f) {
         if (v->machine)
                 fprintf(f, " container %s", v->machine);
         fprintf(f, ": %s", ns_view_state_to_string(v->state));
+        if (v->state == NS_VIEW_UNREADABLE) {
+                fprintf(f, " (%s), %u process%s\n", strerror(-v->error), v->n_processes, v->n_processes == 1 ? "" : "es");
+                return;
+        }
         if (v->state == NS_VIEW_STALE)
                 fprintf(f, " (generation %" PRIu64 ")", v->generation);
         fprintf(f, ", %s, %u process%s\n", mount_attr_to_string(v->attr, flags, sizeof(flags)), v->n_processes,
@@ -229,6 +233,8 @@ json_object *status_to_json(const Status *s) {
                         json_object_object_add(y, "machine", v->machine ? json_object_new_string(v->machine) : NULL);
                         json_object_object_add(y, "own_root", json_object_new_boolean(v->own_root));
                         json_object_object_add(y, "state", json_object_new_string(ns_view_state_to_string(v->state)));
+                        if (v->error < 0)
+                                json_object_object_add(y, "error", json_object_new_string(strerror(-v->error)));
                         json_object_object_add(y, "generation", json_object_new_uint64(v->generation));
                         json_object_object_add(y, "dev", dev ? json_object_new_string(dev) : NULL);
                         json_object_object_add(y, "mount_id", json_object_new_uint64(v->mnt_id));

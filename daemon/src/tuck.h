@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config.h"
 #include "image-class.h"
 #include "report.h"
 #include "state.h"
@@ -63,6 +64,7 @@ typedef struct TuckOptions {
         bool allow_window;       /* without MOVE_MOUNT_BENEATH: unmount, then mount */
         bool no_block;           /* fail with -EBUSY instead of waiting for the lock */
         char **remove;           /* extensions whose removal is requested */
+        const StalePolicy *stale_policy;   /* NULL: tuck.conf's StalePolicy= */
         const TuckHooks *hooks;
 } TuckOptions;
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -329,13 +330,148 @@ int mkdir_p(const char *path, mode_t mode) {
         return 0;
 }
 
+/* Up to this many symlinks on the way, like the kernel's MAXSYMLINKS. */
+#define IN_ROOT_MAX_SYMLINKS 40
+
+typedef struct DirStack {
+        int *fds;               /* fds[0]: the root; fds[n - 1]: where we are */
+        size_t n, cap;
+} DirStack;
+
+static void dir_stack_done(DirStack *s) {
+        for (size_t i = 0; i < s->n; i++)
+                safe_close(s->fds[i]);
+        free(s->fds);
+}
+
+static int dir_stack_push(DirStack *s, int fd) {
+        if (s->n == s->cap) {
+                int *a = realloc(s->fds, sizeof(int) * (s->cap = s->cap ? 2 * s->cap : 16));
+
+                if (!a) {
+                        safe_close(fd);
+                        return -ENOMEM;
+                }
+                s->fds = a;
+        }
+        s->fds[s->n++] = fd;
+        return 0;
+}
+
+/* Back to the root (an absolute symlink), or one up (".."): never above the root. */
+static void dir_stack_pop(DirStack *s, bool to_root) {
+        while (s->n > 1) {
+                safe_close(s->fds[--s->n]);
+                if (!to_root)
+                        break;
+        }
+}
+
+/*
+ * openat_in_root() without openat2(): one component at a time, each opened
+ * O_PATH|O_NOFOLLOW below the directory before it, so the kernel never
+ * resolves anything outside root_fd. A symlink is read and its target walked
+ * the same way (an absolute one from root_fd again); ".." goes back one
+ * directory on our own stack, never above root_fd.
+ */
+static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
+        _cleanup_(dir_stack_done) DirStack s = {};
+        _cleanup_free_ char *todo = strdup(path);
+        unsigned links = 0;
+        const char *rest;
+        struct stat st;
+        char proc[64];
+        int fd, r;
+
+        if (!todo)
+                return -ENOMEM;
+        fd = RET_NERRNO(openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (fd < 0)
+                return fd;
+        r = dir_stack_push(&s, fd);
+        if (r < 0)
+                return r;
+
+        for (rest = todo; *(rest += strspn(rest, "/")); ) {
+                char c[NAME_MAX + 1], target[PATH_MAX], *next;
+                size_t n = strcspn(rest, "/");
+                ssize_t k;
+
+                if (n > NAME_MAX)
+                        return -ENAMETOOLONG;
+                memcpy(c, rest, n);
+                c[n] = 0;
+                rest += n;
+                if (streq(c, "."))
+                        continue;
+                if (streq(c, "..")) {
+                        dir_stack_pop(&s, false);
+                        continue;
+                }
+
+                fd = RET_NERRNO(openat(s.fds[s.n - 1], c, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+                if (fd < 0)
+                        return fd;
+                if (fstat(fd, &st) < 0) {
+                        r = -errno;
+                        safe_close(fd);
+                        return r;
+                }
+                if (!S_ISLNK(st.st_mode)) {
+                        r = dir_stack_push(&s, fd);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+
+                /* A symlink: its target, then what was left of the path. */
+                k = readlinkat(fd, "", target, sizeof(target) - 1);
+                r = k < 0 ? -errno : 0;
+                safe_close(fd);
+                if (r < 0)
+                        return r;
+                if (++links > IN_ROOT_MAX_SYMLINKS)
+                        return -ELOOP;
+                target[k] = 0;
+                if (target[0] == '/')
+                        dir_stack_pop(&s, true);
+                next = strjoin(target, "/", rest);
+                if (!next)
+                        return -ENOMEM;
+                free(todo);
+                rest = todo = next;
+        }
+
+        fd = s.fds[s.n - 1];
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if ((flags & O_DIRECTORY) && !S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        if (flags & O_PATH)
+                return RET_NERRNO(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        /* Opened for real through our own O_PATH fd: what we reached, no further lookup. */
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        return RET_NERRNO(open(proc, flags | O_CLOEXEC));
+}
+
 int openat_in_root(int root_fd, const char *path, int flags) {
+        /* Refused by seccomp (systemd's RestrictSUIDSGID= answers ENOSYS for
+         * every openat2(): its mode hides in a struct seccomp cannot see) or
+         * missing (Linux < 5.6): remembered, and resolved by hand from then on. */
+        static bool openat2_refused = false;
         struct open_how how = {
                 .flags = flags | O_CLOEXEC,
                 .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
         };
+        int fd;
 
-        return RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how)));
+        if (!openat2_refused) {
+                fd = RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how)));
+                if (fd != -ENOSYS && fd != -EPERM)
+                        return fd;
+                openat2_refused = true;
+        }
+        return openat_in_root_by_hand(root_fd, path, flags);
 }
 
 int proc_open(pid_t pid, const char *what, int flags) {

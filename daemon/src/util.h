@@ -79,7 +79,11 @@ struct dirent *readdir_no_dot(DIR *d);
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret);
 int write_file_atomic(const char *path, const char *contents, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
-/* openat2(RESOLVE_IN_ROOT): path resolved as if root_fd were "/" (symlinks and ".." stay inside). */
+/*
+ * path resolved as if root_fd were "/" (symlinks and ".." stay inside):
+ * openat2(RESOLVE_IN_ROOT), or the same walked by hand where openat2() is
+ * refused (seccomp, e.g. systemd's RestrictSUIDSGID=) or missing.
+ */
 int openat_in_root(int root_fd, const char *path, int flags);
 /* open("/proc/PID/WHAT", flags | O_CLOEXEC) */
 int proc_open(pid_t pid, const char *what, int flags);

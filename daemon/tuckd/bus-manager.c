@@ -200,20 +200,6 @@ int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *
                                   heal_action_to_string(r->action), outcome);
 }
 
-int manager_restart_unit(Manager *m, const char *unit) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        sd_bus_error error = SD_BUS_ERROR_NULL;
-        int r;
-
-        r = sd_bus_call_method(m->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", "RestartUnit", &error, &reply,
-                               "ss", unit, "replace");
-        if (r < 0)
-                log_warning_errno(r, "Failed to restart '%s': %s", unit, error.message ?: strerror(-r));
-        sd_bus_error_free(&error);
-        return r;
-}
-
 static int on_bus_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         int r;

@@ -102,21 +102,6 @@ int engine_generation(Engine *e, size_t hierarchy, EngineGeneration *ret) {
         return 0;
 }
 
-size_t engine_past_devs(Engine *e, size_t hierarchy, dev_t *devs, size_t max) {
-        Generation g = {};
-        size_t n = 0;
-
-        if (tuck_generation(e->ctx, &e->hierarchies[hierarchy], &g) < 0)
-                return 0;
-        for (size_t i = 0; i < g.n_history && n < max; i++)
-                devs[n++] = g.history[i].dev;
-        /* After an unmerge the last overlay is history too, for namespaces. */
-        if (!g.merged && g.overlay_dev != 0 && n < max)
-                devs[n++] = g.overlay_dev;
-        generation_done(&g);
-        return n;
-}
-
 static size_t hierarchy_index(Engine *e, const TuckHierarchy *h) {
         for (size_t i = 0; i < e->n_hierarchies; i++)
                 if (&e->hierarchies[i] == h || streq(e->hierarchies[i].path, h->path))
@@ -173,7 +158,28 @@ static char *report_reasons(const Report *r) {
         return l ? strv_join(l, "; ") : NULL;
 }
 
-int engine_run(Engine *e, EngineVerb verb, uint64_t flags, const EngineHooks *hooks, char **ret_error) {
+/* The namespaces libtuck found behind, in the report, to tuckd's hook. */
+static void report_namespaces(Engine *e, const Report *report, const EngineHooks *hooks) {
+        for (size_t i = 0; hooks && hooks->namespace && i < report->n_hierarchies; i++) {
+                const HierarchyReport *h = &report->hierarchies[i];
+                size_t idx = SIZE_MAX;
+
+                for (size_t k = 0; k < e->n_hierarchies; k++)
+                        if (streq(e->hierarchies[k].path, h->hierarchy))
+                                idx = k;
+                if (idx == SIZE_MAX)
+                        continue;
+                if (h->pinned > 0)
+                        log_info("%s: pinned %u namespace(s) so the swap could not loosen their flags.",
+                                 e->paths[idx], h->pinned);
+                for (size_t k = 0; k < h->n_namespaces; k++)
+                        hooks->namespace(idx, h->new_generation ?: h->old_generation, &h->namespaces[k],
+                                         hooks->userdata);
+        }
+}
+
+int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, const EngineHooks *hooks,
+               char **ret_error) {
         static int (*const verbs[_ENGINE_VERB_MAX])(TuckContext *, const TuckOptions *, Report **) = {
                 [ENGINE_MERGE] = tuck_merge,
                 [ENGINE_REFRESH] = tuck_refresh,
@@ -184,6 +190,7 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, const EngineHooks *ho
         TuckOptions o = {
                 .force = flags & TUCK_BUS_FLAG_FORCE,
                 .allow_downgrade = flags & TUCK_BUS_FLAG_ALLOW_DOWNGRADE,
+                .stale_policy = &policy,
                 .hooks = &th,
         };
         int r;
@@ -196,6 +203,8 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, const EngineHooks *ho
                 *ret_error = report ? report_reasons(report) : NULL;
         for (size_t i = 0; report && i < strv_length(report->warnings); i++)
                 log_warning("%s", report->warnings[i]);
+        if (report)
+                report_namespaces(e, report, hooks);
         return r;
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "heal.h"
 #include "tuck-bus.h"
 
 typedef struct Engine Engine;
@@ -43,12 +44,6 @@ size_t engine_image_dirs(Engine *e, const char *const **ret);
 
 int engine_generation(Engine *e, size_t hierarchy, EngineGeneration *ret);
 
-/*
- * Overlays of @hierarchy that earlier generations used (newest first), which
- * namespaces left behind may still show. Returns how many were stored.
- */
-size_t engine_past_devs(Engine *e, size_t hierarchy, dev_t *devs, size_t max);
-
 /* One hierarchy's swap, as the hooks see it. */
 typedef struct EngineSwap {
         size_t hierarchy;       /* index into engine_hierarchies() */
@@ -63,16 +58,20 @@ typedef struct EngineSwap {
 typedef struct EngineHooks {
         void (*before_swap)(const EngineSwap *s, void *userdata);
         void (*after_swap)(const EngineSwap *s, void *userdata);
+        /* Once the verb is done: each namespace that did not follow, and what became of it. */
+        void (*namespace)(size_t hierarchy, uint64_t generation, const HealReport *r, void *userdata);
         void *userdata;
 } EngineHooks;
 
 /*
- * Run a verb on every hierarchy, calling @hooks around each swap. Returns >0
- * if something changed, 0 if nothing needed doing, <0 if a hierarchy failed
- * or was refused (others may have changed), with the reasons in @ret_error
- * (owned; free() it).
+ * Run a verb on every hierarchy, calling @hooks around each swap, with
+ * @policy for the namespaces that do not follow (libtuck does what it says,
+ * as for tuckctl). Returns >0 if something changed, 0 if nothing needed
+ * doing, <0 if a hierarchy failed or was refused (others may have changed),
+ * with the reasons in @ret_error (owned; free() it).
  */
-int engine_run(Engine *e, EngineVerb verb, uint64_t flags, const EngineHooks *hooks, char **ret_error);
+int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, const EngineHooks *hooks,
+               char **ret_error);
 
 /* tuckctl status --json / list --json, as one string each; on failure maybe a reason (owned). */
 int engine_status_json(Engine *e, char **ret, char **ret_error);

@@ -76,10 +76,6 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->bus_retry);
         sd_bus_flush_close_unref(m->bus);
         sd_event_unref(m->event);
-        for (size_t i = 0; i < m->n_hierarchies; i++) {
-                namespace_views_free(m->hierarchies[i].before, m->hierarchies[i].n_before);
-                free(m->hierarchies[i].flags);
-        }
         free(m->hierarchies);
         engine_free(m->engine);
         free(m->root);
@@ -123,83 +119,12 @@ static int manager_adopt_generations(Manager *m, bool emit) {
                 if (g.generation == h->current.generation && g.dev == h->current.dev)
                         continue;
 
-                /* Remember the overlay it replaced: namespaces may still show it. */
-                if (h->current.generation > 0) {
-                        if (h->n_stale_devs == STALE_DEVS_MAX)
-                                memmove(h->stale_devs, h->stale_devs + 1, --h->n_stale_devs * sizeof(dev_t));
-                        h->stale_devs[h->n_stale_devs++] = h->current.dev;
-                }
                 if (emit)
                         (void) manager_emit_generation_changed(m, h->path, h->current.generation, g.generation);
                 h->current = g;
                 changed++;
         }
         return changed;
-}
-
-/* Overlays of @h that namespaces may still show: the one being replaced,
- * libtuck's history of earlier ones, and those this tuckd saw replaced. */
-static size_t hierarchy_old_devs(Manager *m, size_t i, dev_t replaced, dev_t *devs, size_t max) {
-        const Hierarchy *h = m->hierarchies + i;
-        size_t n = 0;
-
-        if (replaced != 0)
-                devs[n++] = replaced;
-        n += engine_past_devs(m->engine, i, devs + n, max - n);
-        for (size_t k = 0; k < h->n_stale_devs && n < max; k++)
-                devs[n++] = h->stale_devs[k];
-        return n;
-}
-
-#define OLD_DEVS_MAX (2 * STALE_DEVS_MAX + 64 + 1)
-
-/*
- * Merge what we remember of each namespace's flags into the snapshot (a
- * namespace loosened while StalePolicy=report keeps its old wish), and
- * remember the snapshot: namespaces no longer seen are forgotten.
- */
-static void hierarchy_remember_flags(Hierarchy *h) {
-        NsFlags *n = calloc(h->n_before ?: 1, sizeof *n);
-
-        if (!n)
-                return;
-        for (size_t i = 0; i < h->n_before; i++) {
-                for (size_t k = 0; k < h->n_flags; k++)
-                        if (h->flags[k].ns_ino == h->before[i].ns_ino)
-                                h->before[i].attr |= h->flags[k].attr;
-                n[i] = (NsFlags) { .ns_ino = h->before[i].ns_ino, .attr = h->before[i].attr };
-        }
-        free(h->flags);
-        h->flags = n;
-        h->n_flags = h->n_before;
-}
-
-/* Before a swap: who sees our overlays now, and pin the ones a swap would loosen. */
-static void on_before_swap(const EngineSwap *s, void *userdata) {
-        Manager *m = userdata;
-        Hierarchy *h = m->hierarchies + s->hierarchy;
-        dev_t devs[OLD_DEVS_MAX];
-        size_t n = hierarchy_old_devs(m, s->hierarchy, s->old_dev, devs, ELEMENTSOF(devs));
-        int r;
-
-        namespace_views_free(h->before, h->n_before);
-        h->before = NULL;
-        h->n_before = 0;
-        if (n == 0)
-                return;         /* first merge: nobody can be on an older overlay */
-
-        r = heal_snapshot(m->root, h->path, devs, n, &h->before, &h->n_before);
-        if (r < 0) {
-                log_warning_errno(r, "Failed to scan mount namespaces for '%s': %m", h->path);
-                return;
-        }
-        hierarchy_remember_flags(h);
-        if (m->config.stale_policy == STALE_POLICY_HEAL && h->n_before > 0) {
-                r = heal_pin_loosenable(h->before, h->n_before, s->attr);
-                if (r > 0)
-                        log_info("%s: pinned %d namespace(s) so the swap cannot loosen their flags.",
-                                 h->path, r);
-        }
 }
 
 static void log_namespace(Manager *m, const Hierarchy *h, uint64_t generation, const HealReport *r,
@@ -258,111 +183,21 @@ static void log_generation(Manager *m, Hierarchy *h, uint64_t old_gen, uint64_t 
         h->logged = true;
 }
 
-/*
- * What became of one namespace that did not follow: healed (or not) by
- * heal_after_swap() already; under StalePolicy=restart its unit is
- * restarted, once per unit and swap.
- */
-static void stale_outcome(Manager *m, const HealReport *rep, char ***restarted, char *outcome, size_t size) {
-        int r;
-
-        if (rep->result == 0) {
-                m->heal_count++;
-                snprintf(outcome, size, "healed");
-        } else if (rep->result < 0)
-                snprintf(outcome, size, "heal failed: %s", strerror(-rep->result));
-        else if (m->config.stale_policy != STALE_POLICY_RESTART)
-                snprintf(outcome, size, "reported");
-        else if (!rep->view.unit)
-                snprintf(outcome, size, "not restarted: no unit");
-        else if (strv_contains(*restarted, rep->view.unit))
-                snprintf(outcome, size, "restart of %s requested", rep->view.unit);
-        else {
-                (void) strv_extend(restarted, rep->view.unit);
-                r = manager_restart_unit(m, rep->view.unit);
-                if (r < 0)
-                        snprintf(outcome, size, "restart of %s failed: %s", rep->view.unit, strerror(-r));
-                else
-                        snprintf(outcome, size, "restart of %s requested", rep->view.unit);
-        }
-}
-
-/* Find namespaces that do not show @h's current top (open at @fd) or lost
- * flags, and apply the policy. @before: the snapshot taken before a swap. */
-static void hierarchy_handle_stale(Manager *m, size_t idx, uint64_t generation, dev_t replaced, int fd) {
-        Hierarchy *h = m->hierarchies + idx;
-        _cleanup_strv_free_ char **restarted = NULL;
-        HealReport *reports = NULL;
-        dev_t devs[OLD_DEVS_MAX];
-        size_t n = 0, n_devs;
-        bool heal = m->config.stale_policy == STALE_POLICY_HEAL;
-        int r;
-
-        n_devs = hierarchy_old_devs(m, idx, replaced, devs, ELEMENTSOF(devs));
-        r = heal_after_swap(m->root, h->path, fd, devs, n_devs, h->before, h->n_before, heal, &reports, &n);
-        namespace_views_free(h->before, h->n_before);
-        h->before = NULL;
-        h->n_before = 0;
-        if (r < 0) {
-                log_warning_errno(r, "Failed to look for namespaces that did not follow '%s': %m", h->path);
-                return;
-        }
-
-        for (size_t i = 0; i < n; i++) {
-                char outcome[128];
-
-                stale_outcome(m, &reports[i], &restarted, outcome, sizeof outcome);
-                log_namespace(m, h, generation, &reports[i], outcome);
-        }
-        heal_reports_free(reports, n);
-}
-
-/* After a swap: log it, then the namespaces that did not follow. */
+/* After a swap: log it (the namespaces that did not follow come once the verb is done). */
 static void on_after_swap(const EngineSwap *s, void *userdata) {
         Manager *m = userdata;
 
         log_generation(m, m->hierarchies + s->hierarchy, m->hierarchies[s->hierarchy].current.generation,
                        s->generation);
-        if (s->fd >= 0)
-                hierarchy_handle_stale(m, s->hierarchy, s->generation, s->old_dev, s->fd);
 }
 
-/*
- * Without a swap: bring every namespace that is behind (or lost flags) onto
- * the current generation now. At start-up this picks up what a killed tuckd
- * left stale; on reload what StalePolicy=report left behind.
- */
-void manager_heal_now(Manager *m, const char *trigger) {
-        uint64_t healed = m->heal_count;
+/* A namespace that did not follow, and what libtuck did with it (StalePolicy=). */
+static void on_namespace(size_t hierarchy, uint64_t generation, const HealReport *r, void *userdata) {
+        Manager *m = userdata;
 
-        for (size_t i = 0; i < m->n_hierarchies; i++) {
-                Hierarchy *h = m->hierarchies + i;
-                _cleanup_close_ int fd = -EBADF;
-                dev_t devs[OLD_DEVS_MAX];
-                size_t n;
-                int r;
-
-                if (h->current.generation == 0)
-                        continue;
-                fd = open(h->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0)
-                        continue;
-
-                n = hierarchy_old_devs(m, i, h->current.dev, devs, ELEMENTSOF(devs));
-                namespace_views_free(h->before, h->n_before);
-                h->before = NULL;
-                h->n_before = 0;
-                r = heal_snapshot(m->root, h->path, devs, n, &h->before, &h->n_before);
-                if (r < 0) {
-                        log_warning_errno(r, "Failed to scan mount namespaces for '%s': %m", h->path);
-                        continue;
-                }
-                hierarchy_remember_flags(h);
-                m->running_trigger = trigger;
-                hierarchy_handle_stale(m, i, h->current.generation, 0, fd);
-        }
-        if (m->heal_count != healed)
-                manager_emit_counters(m);
+        if (r->result == 0)
+                m->heal_count++;
+        log_namespace(m, m->hierarchies + hierarchy, generation, r, r->outcome ?: "unknown");
 }
 
 static void log_refused(EngineVerb verb, const char *trigger, const char *reason) {
@@ -392,10 +227,10 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
                 m->hierarchies[i].logged = false;
         }
 
-        r = engine_run(m->engine, verb, flags,
+        r = engine_run(m->engine, verb, flags, m->config.stale_policy,
                        &(EngineHooks) {
-                               .before_swap = on_before_swap,
                                .after_swap = on_after_swap,
+                               .namespace = on_namespace,
                                .userdata = m,
                        },
                        &error);
@@ -487,10 +322,9 @@ int manager_start(Manager *m) {
 
         /* Like systemd-sysext.service at boot: merge what is there, or pick up
          * what changed while we were not running. A refusal is logged and
-         * tuckd keeps running: the next image drop may fix it. Then catch up
-         * with namespaces a killed predecessor left behind. */
+         * tuckd keeps running: the next image drop may fix it. The refresh
+         * also catches up with namespaces a killed predecessor left behind. */
         (void) manager_run(m, ENGINE_REFRESH, 0, "startup", NULL);
-        manager_heal_now(m, "startup");
 
         if (m->config.watch) {
                 r = manager_watch_images(m);
@@ -519,6 +353,6 @@ int manager_reload(Manager *m) {
         if (m->config.watch)
                 (void) manager_watch_images(m);
 
-        manager_heal_now(m, "reload");
+        /* The refresh also heals what StalePolicy=report left behind, if it is heal now. */
         return manager_run(m, ENGINE_REFRESH, 0, "reload", NULL);
 }

@@ -11,27 +11,10 @@
 #include "tuckd-conf.h"
 
 
-/* How many superseded overlays per hierarchy we remember as "ours" when
- * looking for namespaces left on an old generation. */
-#define STALE_DEVS_MAX 16
-
-/* The strictest flags a namespace has been seen with on a hierarchy. */
-typedef struct NsFlags {
-        uint64_t ns_ino;
-        uint64_t attr;
-} NsFlags;
-
 typedef struct Hierarchy {
         const char *path;
         EngineGeneration current;
-        dev_t stale_devs[STALE_DEVS_MAX];
-        size_t n_stale_devs;
         bool logged;                    /* this run's change is logged already */
-        NamespaceView *before;          /* snapshot taken before a swap */
-        NsFlags *flags;                 /* per namespace, so a loosening seen under
-                                         * report is still undone by a later heal */
-        size_t n_flags;
-        size_t n_before;
 } Hierarchy;
 
 typedef struct Manager {
@@ -77,9 +60,6 @@ void manager_schedule_refresh(Manager *m, const char *why);
 
 void manager_notify_status(Manager *m);
 
-/* Heal (or report) namespaces behind the current generation, without a swap. */
-void manager_heal_now(Manager *m, const char *trigger);
-
 /* watch.c */
 int manager_watch_images(Manager *m);
 void manager_unwatch_images(Manager *m);
@@ -92,7 +72,6 @@ int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t 
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome);
 /* PropertiesChanged for the properties every verb and heal may change. */
 void manager_emit_counters(Manager *m);
-int manager_restart_unit(Manager *m, const char *unit);
 
 /* log-journal.c: one structured journal entry per event, plus the readable line. */
 void log_event(const char *message_id, int priority, const char *fields[], const char *format, ...)

@@ -51,7 +51,11 @@ tap_done() {
 # enter_test_ns private|slave "$@": re-run this script as root in a new mount
 # namespace, so nothing it mounts reaches the machine. "private" also keeps
 # the machine's mounts out (tests that compare mount tables byte for byte);
-# "slave" lets them in.
+# "slave" lets them in. And in a new PID namespace with its own /proc: tuck
+# scans every process's mount namespace to find those a refresh left behind
+# (and heals them), and must see this test's processes only, never another
+# test's running beside it, nor anything else on the machine. Whatever the
+# test leaves running dies with it.
 enter_test_ns() {
         local propagation=$1
         shift
@@ -61,7 +65,7 @@ enter_test_ns() {
                 exit 1
         fi
         export TUCK_TEST_IN_NS=1
-        exec unshare --mount --propagation "$propagation" -- "$BASH" "$0" "$@"
+        exec unshare --mount --propagation "$propagation" --pid --fork --kill-child --mount-proc -- "$BASH" "$0" "$@"
 }
 
 # ---------------------------------------------------------------- processes in namespaces
@@ -83,16 +87,24 @@ kill_pids() {
 # slave of ours, as systemd starts services) after running SETUP (sh) in it.
 # Sets NS_PID_<NAME>; its output goes to $LOGS/ns-NAME.log.
 spawn_ns() {
-        local name=$1 setup=$2 log=$LOGS/ns-$1.log i
+        local name=$1 setup=$2 log=$LOGS/ns-$1.log
         : >"$log"
         # Ready is a line on stdout: after pivot_root there is no shared file to touch.
         unshare --mount --propagation slave sh -c "$setup && echo ns-ready && exec sleep 100000" \
                 >>"$log" 2>&1 &
-        pids+=($!)
-        printf -v "NS_PID_$name" '%s' $!
+        ns_await_ready "$name" $! "$log"
+}
+
+# ns_await_ready NAME PID LOG: PID (started in the background, its output in
+# LOG) runs in the namespace NAME once it printed "ns-ready". Sets
+# NS_PID_<NAME>; fails with LOG shown if it never does.
+ns_await_ready() {
+        local name=$1 pid=$2 log=$3 i
+        pids+=("$pid")
+        printf -v "NS_PID_$name" '%s' "$pid"
         for ((i = 0; i < 200; i++)); do
                 grep -q '^ns-ready$' "$log" && return 0
-                kill -0 $! 2>/dev/null || break
+                kill -0 "$pid" 2>/dev/null || break
                 sleep 0.05
         done
         echo "namespace $name did not come up:" >&2
@@ -103,7 +115,8 @@ spawn_ns() {
 # spawn_container NAME HIERARCHY DIR: a container-like namespace: its own root
 # (a tmpfs on DIR, pivot_root), HIERARCHY bound read-only at /usr, the host's
 # /usr/bin, /usr/lib, /usr/lib64 at /bin, /lib, /lib64 for a shell, and
-# tuck-probe at /tuck-probe. PRE (optional 4th) runs first.
+# tuck-probe at /tuck-probe; its mounts shared, as systemd-nspawn makes them
+# (a service inside is a slave of them). PRE (optional 4th) runs first.
 spawn_container() {
         local name=$1 h=$2 c=$3 pre=${4:-true}
         mkdir -p "$c"
@@ -112,7 +125,8 @@ spawn_container() {
                 && mount --bind $TUCK_PROBE $c/tuck-probe \
                 && for d in bin lib lib64; do mount --rbind /usr/\$d $c/\$d; done \
                 && mount --rbind $h $c/usr && mount -o remount,bind,ro,nodev $c/usr \
-                && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+                && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old \
+                && mount --make-rshared /"
 }
 
 # ns_read PID PATH: the label of a probe file ("generation=LABEL") as PID's

@@ -3,11 +3,16 @@
 #
 # merge, refresh, unmerge of sysext and confext images on a host-like
 # namespace with services; what each namespace sees after each step; no-op
-# refresh; status and list, text and JSON.
+# refresh; status and list, text and JSON (with StalePolicy=report, so the
+# namespaces left behind stay there to be listed).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 host_setup
+# Namespaces left behind are listed, not healed, so status can show them
+# (healing by tuckctl itself: tuckctl-heal.sh).
+mkdir -p "$ROOT/etc/tuck"
+printf '[Daemon]\nStalePolicy=report\n' >"$ROOT/etc/tuck/tuck.conf"
 service plain
 plain=$SERVICE_PID
 service early --protect
@@ -68,7 +73,7 @@ expect_eq "a service sees the new sysext" \
         "$(in_ns "$plain" sed -n 's/^generation=//p' "$ROOT/usr/lib/tuck-probe/generation")" B
 expect_eq "a service sees the new confext" \
         "$(in_ns "$plain" sed -n 's/^generation=//p' "$ROOT/etc/tuck-probe/generation")" CB
-expect_eq "the ProtectSystem-like service stays on its bind of the old generation (healing is tuckd's job)" \
+expect_eq "the ProtectSystem-like service stays on its bind of the old generation (StalePolicy=report)" \
         "$(in_ns "$protect" sed -n 's/^generation=//p' "$ROOT/usr/lib/tuck-probe/generation")" A
 check "exactly one overlay on each hierarchy" \
         test "$(grep -c " $ROOT/usr ro,.* - overlay " /proc/self/mountinfo)" = 1

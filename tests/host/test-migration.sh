@@ -3,8 +3,9 @@
 #
 # Migration from systemd-sysext (252, as installed here): its overlay is on
 # top; tuck refresh captures the base from underneath it (in a private
-# namespace of its own) and replaces it the same atomic way. A window probe
-# runs throughout. For contrast, the same probe during systemd-sysext's own
+# namespace of its own) and replaces it the same atomic way, and heals a
+# container systemd-sysext's refreshes had left on an older overlay of its
+# own. A window probe runs throughout. For contrast, the same probe during systemd-sysext's own
 # refreshes counts its window.
 #
 # systemd-sysext runs inside this test's private namespace with --root, its
@@ -45,6 +46,10 @@ t=$(mkimg foo 2 sysext TUCK)
 install_img "$s1" foo  # a copy: systemd-sysext resolves symlinks inside --root
 systemd-sysext --root="$ROOT" merge >/dev/null
 expect_eq "systemd-sysext merged its overlay" "$(awk -v t="$ROOT/usr" '$5 == t { print $(NF-1) }' /proc/self/mountinfo)" sysext
+# A container started now binds that overlay; systemd-sysext's refreshes
+# leave it behind on it.
+spawn_container ctr "$ROOT/usr" "$ROOT/tmp/ctr"
+ctr=$NS_PID_ctr
 probe_start sysext
 for ((i = 1; i <= SYSEXT_REFRESHES; i++)); do
         if ((i % 2)); then install_img "$s2" foo; else install_img "$s1" foo; fi
@@ -52,6 +57,8 @@ for ((i = 1; i <= SYSEXT_REFRESHES; i++)); do
 done
 read -r reads exposures labels < <(probe_stop sysext)
 diag "systemd-sysext 252: $SYSEXT_REFRESHES refreshes, $reads reads, $exposures exposures (labels seen: $labels)"
+expect_eq "the container stayed on systemd-sysext's first overlay" \
+        "$(ns_read "$ctr" /usr/lib/tuck-probe/generation)" S1
 check "the probe sees systemd-sysext's window ($exposures exposures in $reads reads)" test "$exposures" -gt 0
 
 # The takeover.
@@ -69,6 +76,8 @@ expect_eq "no exposure during the takeover" "$exposures" 0
 check "the reader saw systemd-sysext's generation and tuck's ($labels)" grep -Eq "^S[12] TUCK$" <<<"$labels"
 expect_eq "the host sees tuck's generation" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" TUCK
 expect_eq "so does a service" "$(in_ns "$plain" sed -n 's/^generation=//p' "$ROOT/usr/lib/tuck-probe/generation")" TUCK
+expect_eq "the container left behind by systemd-sysext was healed onto tuck's generation" \
+        "$(ns_read "$ctr" /usr/lib/tuck-probe/generation)" TUCK
 check "systemd-sysext's overlay is gone from /usr and /opt" \
         bash -c "! grep -E ' $ROOT/(usr|opt) .* - overlay sysext ' /proc/self/mountinfo"
 check "tuck's overlay is the only one on /usr" \

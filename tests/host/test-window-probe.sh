@@ -13,8 +13,9 @@
 #                                     a window when there is one
 #
 # The ProtectSystem-like namespace (its own read-only bind of /usr, made after
-# the first merge) stays on the generation it bound: libtuck does not heal
-# (tuckd does). Its figures are printed, not asserted.
+# the first merge) does not follow by itself: each refresh heals it
+# (StalePolicy=heal, the default, tuckctl and tuckd alike). Its figures are
+# printed, not asserted (the heal primitive has tests of its own).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 

@@ -1,20 +1,29 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# The healing primitive (daemon/src/heal.c) on the three layouts that do not
-# follow a host swap, measured on this kernel (see tuckd(8) HEALING):
-#   full:      a read-only bind on top of /usr (ProtectSystem=full)
+# The healing primitive (daemon/src/heal.c) on the layouts a host swap meets
+# (tuckd-lib.sh spawn_layouts; measured on this kernel and, for systemd 252's
+# own, in the VM):
+#   plain:     a slave namespace, the control: follows
+#   full:      a read-only bind on top of /usr (ProtectSystem= of a service
+#              started before the first merge): stays behind
+#   inplace:   the propagated copy remounted read-only in place (systemd
+#              252's ProtectSystem=full|strict on a merged /usr): follows
+#   nosuid:    the same with nosuid (DynamicUser=yes): follows, loosened
 #   strict:    the whole root bind-mounted onto itself recursively and every
-#              mount made read-only in place (ProtectSystem=strict)
-#   container: its own root (pivot_root) with a read-only bind of /usr
-# plus a plain slave namespace as the control. Generations are read-only
-# overlays named like tuck's (tuck-sysext), each its own st_dev, swapped in
-# by tuckd-heal-tool exactly as tuck swaps: clone, beneath, umount.
+#              mount made read-only, nosuid, nodev, noexec in place: follows,
+#              loosened
+#   container: its own root (pivot_root) with a read-only bind of /usr:
+#              stays behind
+#   nested:    a service inside the container (a slave of its namespace):
+#              stays behind with it, and follows when the container is healed
+# Generations are read-only overlays named like tuck's (tuck-sysext), each
+# its own st_dev, swapped in by tuckd-heal-tool exactly as tuck swaps:
+# clone, beneath, umount.
 #
-# First without healing: full and container stay on generation 1 (stale),
-# strict follows but loses its read-only flag. Then with healing: every
-# namespace follows, flags kept, over several swaps, with no base or
-# missing-file observation by readers inside each namespace.
+# First without healing: what stays behind and what is loosened. Then with
+# healing: every namespace follows, flags kept, over several swaps, with no
+# base or missing-file observation by readers inside each namespace.
 
 . "$(dirname "$0")"/tuckd-lib.sh
 tuck_enter_ns "$@"
@@ -37,7 +46,7 @@ mount -o remount,bind,ro,nodev "$H"
 spawn_layouts "$H"
 
 probe_path() {
-        echo "$([[ $1 == container ]] && echo /usr || echo "$H")/lib/tuck-probe/generation"
+        echo "$([[ $1 == container || $1 == nested ]] && echo /usr || echo "$H")/lib/tuck-probe/generation"
 }
 
 view_of() {
@@ -56,10 +65,12 @@ expect_view() {
         fi
 }
 
-diag "$(printf 'layouts: plain=%s full=%s strict=%s container=%s' \
-        "$NS_PID_plain" "$NS_PID_full" "$NS_PID_strict" "$NS_PID_container")"
-for n in plain full strict container; do
-        expect_view $n gen1 "$( [[ $n == full || $n == strict ]] && echo ro,nosuid,nodev,noexec || echo ro,nodev)"
+layouts=(plain full inplace nosuid strict container nested)
+declare -A flags_of=([plain]=ro,nodev [full]=ro,nosuid,nodev,noexec [inplace]=ro,nodev [nosuid]=ro,nosuid,nodev
+                     [strict]=ro,nosuid,nodev,noexec [container]=ro,nodev [nested]=ro,nodev)
+diag "layouts: $(for n in "${layouts[@]}"; do p=NS_PID_$n; printf '%s=%s ' "$n" "${!p}"; done)"
+for n in "${layouts[@]}"; do
+        expect_view $n gen1 "${flags_of[$n]}"
 done
 
 # ---- without healing: what a refresh leaves behind
@@ -68,25 +79,35 @@ diag "$(cat "$LOGS"/swap2.out)"
 check "host on gen2" test "$(marker)" = gen2
 expect_view plain gen2 ro,nodev
 expect_view full gen1 ro,nosuid,nodev,noexec            # stale forever
+expect_view inplace gen2 ro,nodev                        # follows, nothing to lose
+expect_view nosuid gen2 ro,nodev                         # follows, loosened (#9857)
 expect_view strict gen2 ro,nodev                         # follows, loosened (#9857)
 expect_view container gen1 ro,nodev                      # stale forever
-check "report names 3 namespaces" grep -q '^snapshot 4 namespaces, stale 3$' "$LOGS"/swap2.out
+expect_view nested gen1 ro,nodev                         # with its container
+check "report names 5 namespaces" grep -q '^snapshot 7 namespaces, stale 5$' "$LOGS"/swap2.out
 check "report: full needs a swap" grep -q "pid=$NS_PID_full .*action=swap .*result=reported" "$LOGS"/swap2.out
+check "report: nested needs a swap" grep -q "pid=$NS_PID_nested .*action=swap .*result=reported" "$LOGS"/swap2.out
 check "report: strict lost its flags" \
         grep -q "pid=$NS_PID_strict .*flags=ro,nodev action=restore-flags want=ro,nosuid,nodev,noexec result=reported" "$LOGS"/swap2.out
+check "report: nosuid lost its flags" \
+        grep -q "pid=$NS_PID_nosuid .*flags=ro,nodev action=restore-flags want=ro,nosuid,nodev result=reported" "$LOGS"/swap2.out
 
 # ---- with healing, while readers in every namespace watch the marker
-# strict's flags were lost above (report only): start a fresh strict service.
-kill "$NS_PID_strict"
+# strict's and nosuid's flags were lost above (report only): fresh ones.
+kill "$NS_PID_strict" "$NS_PID_nosuid"
 spawn_strict
+spawn_ns nosuid "mount -o remount,bind,ro,nosuid,nodev $H"
 expect_view strict gen2 ro,nosuid,nodev,noexec
+expect_view nosuid gen2 ro,nosuid,nodev
 
-for n in plain full strict container; do
+for n in "${layouts[@]}"; do
         pid=NS_PID_$n
         start_probe "$n" "${!pid}" "$(probe_path $n)"
 done
-# And one that samples strict's flags from outside, to catch a transient loosening.
-start_flag_sampler "$NS_PID_strict" "$H"
+# And samplers of the flags from outside, to catch a transient loosening.
+start_flag_sampler strict "$NS_PID_strict" "$H"
+start_flag_sampler nosuid "$NS_PID_nosuid" "$H"
+start_flag_sampler nested "$NS_PID_nested" "$H"
 sleep 0.3
 
 for g in 3 4 5 6; do
@@ -96,23 +117,24 @@ for g in 3 4 5 6; do
 done
 sleep 0.3
 stop_probes
-stop_flag_sampler
+stop_flag_samplers
 
 check "host on gen6" test "$(marker)" = gen6
-expect_view plain gen6 ro,nodev
-expect_view full gen6 ro,nosuid,nodev,noexec
-expect_view strict gen6 ro,nosuid,nodev,noexec
-expect_view container gen6 ro,nodev
+for n in "${layouts[@]}"; do
+        expect_view $n gen6 "${flags_of[$n]}"
+done
 check "every heal succeeded" bash -c "! grep -h '^stale' $LOGS/swap[3-6].out | grep -v 'result=healed'"
 
-check_probes plain full strict container
+check_probes "${layouts[@]}"
 
 check_never_loosened ro,nosuid,nodev,noexec strict
+check_never_loosened ro,nosuid,nodev nosuid
+check_never_loosened ro,nodev nested
 
 # The stack does not grow: healing replaces, never accumulates.
-for n in full strict container; do
+for n in full strict nosuid container nested; do
         pid=NS_PID_$n
-        mp=$([[ $n == container ]] && echo /usr || echo "$H")
+        mp=$([[ $n == container || $n == nested ]] && echo /usr || echo "$H")
         depth=$(nsenter -t "${!pid}" -m -r cat /proc/self/mountinfo | awk -v m="$mp" '$5 == m' | wc -l)
         diag "$n: $depth mounts at $mp after 4 healed swaps"
         check "$n: at most 3 mounts stacked at $mp" test "$depth" -le 3

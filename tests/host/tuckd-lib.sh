@@ -13,6 +13,8 @@ set -euo pipefail
 
 : "${TUCK_BUILD:?set by meson}" "${TUCK_SRC:?set by meson}"
 TUCKD=$TUCK_BUILD/daemon/tuckd/tuckd
+TUCKCTL=$TUCK_BUILD/daemon/tuckctl/tuckctl
+TUCK_FAULT=$TUCK_BUILD/tests/lib/tuck-fault
 HEAL_TOOL=$TUCK_BUILD/tests/host/tuckd-heal-tool
 FAKE_SYSTEMD=$TUCK_BUILD/tests/host/tuckd-fake-systemd
 DGRAM_SINK=$TUCK_SRC/tests/host/tuckd-dgram-sink.py
@@ -200,7 +202,12 @@ journal_count() {
 
 # ---------------------------------------------------------------- tuckd
 # start_tuckd [ARGS...]: runs tuckd with NOTIFY_SOCKET, waits for READY=1
-# and for its bus name.
+# and for its bus name. TUCKD_WRAP (an array) goes in front of it, e.g.
+# tuck-fault with the system calls tuckd.service's sandbox refuses.
+TUCKD_WRAP=()
+# What tuckd.service's RestrictSUIDSGID= does to tuckd: every openat2() fails
+# with ENOSYS (systemd's seccomp filter cannot see its mode argument).
+TUCKD_AS_UNIT=("$TUCK_FAULT" --fail=openat2:ENOSYS --)
 start_tuckd() {
         NOTIFY=$LOGS/notify
         local sock=$W/notify-$RANDOM.sock i
@@ -211,7 +218,7 @@ start_tuckd() {
                 [[ -S $sock ]] && break
                 sleep 0.05
         done
-        NOTIFY_SOCKET=$sock "$TUCKD" --root="$ROOT" --config="$CONF" "$@" >>"$LOGS"/tuckd.log 2>&1 &
+        NOTIFY_SOCKET=$sock "${TUCKD_WRAP[@]}" "$TUCKD" --root="$ROOT" --config="$CONF" "$@" >>"$LOGS"/tuckd.log 2>&1 &
         TUCKD_PID=$!
         pids+=($TUCKD_PID)
         for ((i = 0; i < 200; i++)); do
@@ -235,24 +242,52 @@ stop_tuckd() {
 }
 
 # ---------------------------------------------------------------- namespaces
-# The layouts that do not follow a host swap on their own (tuckd(8) HEALING),
-# around hierarchy $1: NS_PID_plain (a plain slave service), NS_PID_full (a
-# read-only bind on top, ProtectSystem=full), NS_PID_strict (root rbind onto
-# itself, every mount remounted read-only in place, ProtectSystem=strict),
-# NS_PID_container (own root via pivot_root, a read-only bind of the
-# hierarchy at /usr, tuck-probe bound in at /tuck-probe). $2: shell run first
-# in the full service (e.g. to join a cgroup).
+# The layouts a host swap meets (tuckd(8) HEALING), around hierarchy $1:
+#   NS_PID_plain      a plain slave service: follows by propagation;
+#   NS_PID_full       a read-only bind on top (what ProtectSystem= makes when
+#                     the hierarchy is not a mount point yet as the service
+#                     starts: started before the first merge): stays behind;
+#   NS_PID_inplace    the propagated copy remounted read-only in place (what
+#                     systemd 252's ProtectSystem=full|strict makes of a
+#                     hierarchy that is a mount point, as a merged /usr is:
+#                     seen in the VM): follows by propagation;
+#   NS_PID_nosuid     the same with nosuid added (DynamicUser=yes: systemd
+#                     mounts the namespace nosuid under NoNewPrivileges=):
+#                     follows, but with the host's flags: loosened unless pinned;
+#   NS_PID_strict     root rbind onto itself, every mount remounted read-only,
+#                     nosuid, nodev, noexec in place: likewise loosened;
+#   NS_PID_container  own root via pivot_root, a read-only bind of the
+#                     hierarchy at /usr (nspawn --bind-ro=/usr): stays behind,
+#                     tuck-probe bound in at /tuck-probe;
+#   NS_PID_nested     a service inside that container (a slave of its
+#                     namespace, /usr remounted read-only in place): follows
+#                     the container, so stays behind with it.
+# $2: shell run first in the full service (e.g. to join a cgroup).
 spawn_layouts() {
         local h=$1 full_pre=${2:-true}
         spawn_ns plain "true"
         spawn_ns full "$full_pre && mount --bind $h $h && mount -o remount,bind,ro,nosuid,nodev,noexec $h"
+        spawn_ns inplace "mount -o remount,bind,ro,nodev $h"
+        spawn_ns nosuid "mount -o remount,bind,ro,nosuid,nodev $h"
         spawn_strict
         spawn_container container "$h" "$W"/ctr
+        spawn_nested nested container
 }
 
 spawn_strict() {
         spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do \
                 mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
+}
+
+# spawn_nested NAME CONTAINER: a slave namespace of CONTAINER's (as a
+# service inside a booted container is), its /usr remounted read-only in
+# place. Sets NS_PID_<NAME>.
+spawn_nested() {
+        local name=$1 ctr=NS_PID_$2 log=$LOGS/ns-$1.log
+        : >"$log"
+        nsenter -t "${!ctr}" -m -r unshare --mount --propagation slave \
+                sh -c "mount -o remount,bind,ro,nodev /usr && echo ns-ready && exec sleep 100000" >>"$log" 2>&1 &
+        ns_await_ready "$name" $! "$log"
 }
 
 # ---------------------------------------------------------------- window probes
@@ -287,23 +322,26 @@ check_probes() {
         done
 }
 
-# Flags of PID's view of the hierarchy, sampled from outside until
-# stop_flag_sampler; check_never_loosened FLAGS then checks every sample.
+# start_flag_sampler NAME PID HIERARCHY: PID's view of the hierarchy sampled
+# from outside until stop_flag_samplers; check_never_loosened FLAGS NAME then
+# checks every sample.
+sampler_pids=()
 start_flag_sampler() {
-        ( while :; do "$HEAL_TOOL" view "$1" "$ROOT" "$2" || true; done ) >"$LOGS"/flag-samples 2>&1 &
+        ( while :; do "$HEAL_TOOL" view "$2" "$ROOT" "$3" || true; done ) >"$LOGS/flag-samples-$1" 2>&1 &
         pids+=($!)
-        SAMPLER=$!
+        sampler_pids+=($!)
 }
 
-stop_flag_sampler() {
-        kill "$SAMPLER" 2>/dev/null || true
-        wait "$SAMPLER" 2>/dev/null || true
+stop_flag_samplers() {
+        kill "${sampler_pids[@]}" 2>/dev/null || true
+        wait "${sampler_pids[@]}" 2>/dev/null || true
+        sampler_pids=()
 }
 
 check_never_loosened() {
-        local samples loose
-        samples=$(grep -c ' flags=' "$LOGS"/flag-samples || true)
-        loose=$(grep ' flags=' "$LOGS"/flag-samples | grep -vc " flags=$1 " || true)
+        local samples loose f=$LOGS/flag-samples-$2
+        samples=$(grep -c ' flags=' "$f" || true)
+        loose=$(grep ' flags=' "$f" | grep -vc " flags=$1 " || true)
         diag "$2: $samples flag samples, $loose loosened"
         check "$2: never loosened in $samples samples" test "$samples" -gt 0 -a "$loose" -eq 0
 }

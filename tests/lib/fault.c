@@ -34,6 +34,7 @@
 static const struct { const char *name; int value; } errnos[] = {
         { "EIO", EIO }, { "EINVAL", EINVAL }, { "EPERM", EPERM }, { "ENOSPC", ENOSPC },
         { "ENOMEM", ENOMEM }, { "EBUSY", EBUSY }, { "ENODEV", ENODEV }, { "EACCES", EACCES },
+        { "ENOSYS", ENOSYS },
 };
 
 static int parse_errno(const char *s) {

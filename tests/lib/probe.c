@@ -13,7 +13,9 @@
  * time it was seen), the base label (an "exposure"), ENOENT (missing: also
  * an exposure), another error, or content that does not follow the
  * convention (garbage). The probe runs until --duration elapses or it gets
- * SIGTERM/SIGINT, then prints one JSON line of results.
+ * SIGTERM/SIGINT, then prints one JSON line of results. SIGUSR1 prints the
+ * line for the reads so far and starts counting afresh (one probe, several
+ * measurements: the VM suite's phases).
  */
 
 #include <errno.h>
@@ -46,15 +48,17 @@ typedef struct Target {
         size_t n_labels;
 } Target;
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, dump;
 static Target targets[MAX_FILES];
 static size_t n_targets;
 static const char *base_label = "base";
 static const char *tag = "";
 
 static void on_signal(int sig) {
-        (void) sig;
-        stop = 1;
+        if (sig == SIGUSR1)
+                dump = 1;
+        else
+                stop = 1;
 }
 
 static uint64_t now_ns(void) {
@@ -77,7 +81,8 @@ static void help(void) {
                "Output: one JSON object: {\"tag\", \"duration_ms\", \"reads\", \"exposures\",\n"
                "\"files\": [{\"path\", \"reads\", \"base\", \"missing\", \"errors\", \"garbage\",\n"
                "\"transitions\", \"labels\": {LABEL: {\"count\", \"first_ms\", \"last_ms\"}}}]}.\n"
-               "exposures = base + missing over all files. Times are ms since the probe started.\n"
+               "exposures = base + missing over all files. Times are ms since the probe started\n"
+               "(or since the last SIGUSR1, which prints the line so far and starts afresh).\n"
                "Exit status: 0, or 2 on a usage error.\n");
 }
 
@@ -167,6 +172,13 @@ static void print_results(FILE *f, uint64_t start) {
         fflush(f);
 }
 
+/* After a SIGUSR1 line: every counter from zero; returns the new start. */
+static uint64_t reset_targets(void) {
+        for (size_t i = 0; i < n_targets; i++)
+                targets[i] = (Target) { .path = targets[i].path, .last_label = -1 };
+        return now_ns();
+}
+
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help",       no_argument,       NULL, 'h' },
@@ -220,6 +232,7 @@ int main(int argc, char *argv[]) {
 
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGUSR1, &sa, NULL);
 
         start = now_ns();
         if (duration > 0)
@@ -233,13 +246,6 @@ int main(int argc, char *argv[]) {
                 if (fd >= 0)
                         close(fd);
         }
-        while (!stop) {
-                for (size_t i = 0; i < n_targets; i++)
-                        read_one(&targets[i], start);
-                if (deadline && (targets[0].reads & 63) == 0 && now_ns() >= deadline)
-                        break;
-        }
-
         if (output) {
                 out = fopen(output, "we");
                 if (!out) {
@@ -247,6 +253,18 @@ int main(int argc, char *argv[]) {
                         out = stdout;
                 }
         }
+        while (!stop) {
+                for (size_t i = 0; i < n_targets; i++)
+                        read_one(&targets[i], start);
+                if (dump) {
+                        dump = 0;
+                        print_results(out, start);
+                        start = reset_targets();
+                }
+                if (deadline && (targets[0].reads & 63) == 0 && now_ns() >= deadline)
+                        break;
+        }
+
         print_results(out, start);
         if (out != stdout)
                 fclose(out);

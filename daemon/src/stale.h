@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * Step 7 of the refresh (DESIGN.md): the mount namespaces that did not
+ * follow a swap, and what tuck.conf's StalePolicy= says to do with them:
+ * heal (enter the namespace and do the same beneath swap there, keeping its
+ * flags), report, or restart the unit that owns it. It is part of the
+ * refresh itself, so `tuckctl refresh` working without tuckd and tuckd's
+ * Refresh do the same: refresh.c takes a snapshot before each swap (and
+ * pins namespaces the swap would loosen), handles the namespaces after it,
+ * and once more for every merged hierarchy that did not change, which picks
+ * up what a killed run or StalePolicy=report left behind.
+ *
+ * A namespace counts as behind when its top at the hierarchy is one of our
+ * overlays of an earlier generation (by st_dev, from the generation record).
+ * An overlay nobody holds any more frees its device number, and the kernel
+ * hands it to the next anonymous mount (a service's TemporaryFileSystem=, a
+ * container's own overlay): so a view on such a device must also be an
+ * overlay by the name we (or systemd-sysext, taken over) mount them with,
+ * or it is not ours and is left alone (nsscan.c checks; tuckctl-heal.sh
+ * forges the collision). When tuck takes systemd-sysext's
+ * overlay over, namespaces may show any of systemd-sysext's earlier ones
+ * (its refresh leaves containers behind too): then every namespace is
+ * looked at, and one on an overlay of systemd-sysext's is behind.
+ *
+ * What a namespace wants (its flags before any swap loosened them) is kept
+ * in /run/tuck/namespaces/<hierarchy>.json, so a namespace loosened while
+ * the policy was report gets its flags back once it is heal, whichever of
+ * tuckctl and tuckd runs then.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "heal.h"
+#include "state.h"
+
+typedef struct StaleHierarchy {
+        const char *root;            /* tuck's root prefix ("/" on a host) */
+        const char *path;            /* the hierarchy, root prefix applied */
+        const char *run_dir;         /* <root>/run/tuck: the namespaces' wishes */
+        const char *id;              /* file-name form of the hierarchy */
+        ImageClass class;
+        StalePolicy policy;
+        bool foreign;                /* the swap takes systemd-sysext's overlay over: any
+                                      * namespace still on one of its overlays is behind */
+} StaleHierarchy;
+
+/* What was seen before a swap. */
+typedef struct StaleSnapshot {
+        NamespaceView *views;
+        size_t n_views;
+        int pinned;                  /* namespaces pinned so the swap cannot loosen them */
+} StaleSnapshot;
+
+void stale_snapshot_done(StaleSnapshot *s);
+
+/*
+ * The st_devs of our overlays of a hierarchy that namespaces may still
+ * show: the record's overlay and its history, and @replaced (the top a swap
+ * replaces, which may be systemd-sysext's). At most @max.
+ */
+size_t stale_ours(const Generation *g, dev_t replaced, dev_t *devs, size_t max);
+
+/*
+ * Before a swap whose new overlay gets @new_attr: every namespace that sees
+ * one of @ours, with the flags it wants; under heal, those the swap would
+ * loosen are pinned (heal_pin_loosenable()).
+ */
+int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, uint64_t new_attr,
+                      StaleSnapshot *ret);
+
+/*
+ * After a swap (@before from stale_before_swap()), or without one (@before
+ * NULL): the namespaces that show one of @ours but not the hierarchy's top
+ * now, or lost flags, handled by the policy. Every one is returned, with its
+ * outcome in words; healed ones have result 0.
+ */
+int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, const StaleSnapshot *before,
+                 HealReport **ret, size_t *ret_n);
