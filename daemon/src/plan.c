@@ -22,6 +22,7 @@ static const char * const top_kind_table[_TOP_KIND_MAX] = {
         [TOP_BASE] = "base",
         [TOP_OURS] = "tuck",
         [TOP_SYSTEMD] = "systemd-sysext",
+        [TOP_LOST] = "tuck, unrecorded",
         [TOP_OTHER] = "other",
 };
 
@@ -171,6 +172,7 @@ bool layers_unchanged(Image * const *layers, size_t n, const Generation *g) {
 static int plan_unmerge(HierarchyPlan *h) {
         switch (h->live.top) {
         case TOP_OURS:
+        case TOP_LOST:
                 h->action = PLAN_UNMERGE;
                 return 0;
         case TOP_BASE:
@@ -210,7 +212,7 @@ static int plan_merge_or_refresh(const PlanInput *in, HierarchyPlan *h) {
                 return r;
 
         if (h->n_layers == 0) {
-                if (h->live.top == TOP_OURS) {
+                if (h->live.top == TOP_OURS || h->live.top == TOP_LOST) {
                         h->action = PLAN_UNMERGE;
                         return set_reason(h, "no extensions left");
                 }
@@ -224,6 +226,7 @@ static int plan_merge_or_refresh(const PlanInput *in, HierarchyPlan *h) {
                 h->action = PLAN_MERGE;
                 break;
         case TOP_SYSTEMD:
+        case TOP_LOST:
                 h->action = PLAN_TAKEOVER;
                 break;
         case TOP_OURS:

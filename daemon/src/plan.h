@@ -43,6 +43,8 @@ typedef enum TopKind {
         TOP_BASE,            /* no overlay of ours or systemd's: the base itself */
         TOP_OURS,            /* our current generation's overlay */
         TOP_SYSTEMD,         /* systemd-sysext/confext's overlay (we take it over) */
+        TOP_LOST,            /* an overlay of ours without a record (a run killed after
+                              * its swap): replaced like systemd's, unmerged like ours */
         TOP_OTHER,           /* something else sits on our overlay: we do not touch it */
         _TOP_KIND_MAX,
 } TopKind;

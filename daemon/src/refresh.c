@@ -6,7 +6,9 @@
  * unmerge are one algorithm (run_steps()):
  *
  *   0. prepare     take the lock, open the staging namespace (staging.c) and
- *                  drop what a killed run left there, read what is recorded
+ *                  drop what a killed run left there, read what is recorded;
+ *                  finish a swap a killed run left half done (an old top
+ *                  still above the new overlay moved beneath it)
  *   1. discover    images in the search directories (image.c)
  *   2. inspect     mount each new image detached and read its release file;
  *                  unchanged images are read where they are already staged
@@ -173,6 +175,62 @@ static int run_prepare(Run *run) {
         return 0;
 }
 
+/*
+ * A run killed (or failed) between the two halves of 5d leaves two of our
+ * overlays stacked on a hierarchy: the recorded old top, and right beneath it
+ * the new one, complete but hidden. Everyone still sees the old generation.
+ * Finish that swap as the run would have: unmounting the old top reveals the
+ * new overlay everywhere at once. Left alone, the hidden overlay would stay
+ * mounted and unreachable, and an unmerge would only reveal it. The new one
+ * has no generation record yet: the plan replaces it like a foreign top
+ * (TOP_LOST). Only our recorded top over another overlay of ours (another
+ * superblock: not a bind of the top onto itself) is taken for this.
+ */
+static int finish_interrupted_swap(Run *run, const TuckHierarchy *h) {
+        _cleanup_(generation_done) Generation g = {};
+        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
+        const char *ours = image_class_info[h->class].overlay_source;
+        struct libmnt_fs *top, *below;
+        uint64_t id;
+        int r;
+
+        if (generation_load(run->c->run_dir, h->path, &g) < 0 || !g.merged)
+                return 0;   /* no record: observe and plan say what the top is */
+        if (path_get_mnt_id(AT_FDCWD, h->full, &id) < 0 || id != g.overlay_mnt_id)
+                return 0;
+        r = mount_table_read(0, &tb);
+        if (r < 0)
+                return r;
+        top = mount_table_find_id(tb, (int) id);
+        below = top ? mount_table_find_id(tb, mnt_fs_get_parent_id(top)) : NULL;
+        if (!top || !below || !streq_ptr(mnt_fs_get_target(below), h->full) ||
+            !streq_ptr(mnt_fs_get_fstype(below), "overlay") || !streq_ptr(mnt_fs_get_source(below), ours) ||
+            mnt_fs_get_devno(below) == mnt_fs_get_devno(top))
+                return 0;
+
+        r = swap_finish(h->full, id);
+        if (r < 0)
+                return report_set_error(run->report, r, "%s: cannot finish the swap a killed run left half done "
+                                        "(unmount the old overlay, mount %" PRIu64 "): %s", h->full, id,
+                                        strerror(-r));
+        return report_warn(run->report, "%s: finished the swap a killed run left half done: unmounted the old "
+                           "overlay (generation %" PRIu64 ", mount %" PRIu64 ") above the new one (mount %d)",
+                           h->full, g.number, id, mnt_fs_get_id(below));
+}
+
+static int run_finish_interrupted_swaps(Run *run) {
+        for (size_t i = 0; i < run->c->n_hierarchies; i++) {
+                int r;
+
+                if (!class_selected(run->o, run->c->hierarchies[i].class))
+                        continue;
+                r = finish_interrupted_swap(run, &run->c->hierarchies[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* 1. discover */
 static int run_discover(Run *run) {
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++) {
@@ -308,10 +366,10 @@ static TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, cons
                 if (streq_ptr(source, image_class_info[k].foreign_source))
                         return TOP_SYSTEMD;
         /* Ours, but not the recorded one: a refresh was killed between its swap
-         * and its record. Replace it the same way (beneath, base peeled out);
-         * taken for the base, it would be stacked on and leak. */
+         * and its record. Replace it the same way as systemd's (beneath, base
+         * peeled out); taken for the base, it would be stacked on and leak. */
         if (streq_ptr(source, image_class_info[h->class].overlay_source))
-                return TOP_SYSTEMD;
+                return TOP_LOST;
         return TOP_BASE;
 }
 
@@ -800,13 +858,19 @@ static void call_after_swap(Run *run, const SwapJob *j) {
 
 static void report_swapped(HierarchyReport *hr, const SwapJob *j, const Generation *new) {
         PlanAction a = j->p->action;
+        const char *note = NULL;
 
         hr->old_generation = j->old->number;
         hr->new_generation = new->number;
         hr->window = j->window;
         (void) hierarchy_report_set_layers(hr, new);
-        hierarchy_report_set(hr, a == PLAN_MERGE ? OUTCOME_MERGED : a == PLAN_TAKEOVER ? OUTCOME_TAKEN_OVER :
-                             OUTCOME_REFRESHED, 0, a == PLAN_TAKEOVER ? "replaced systemd-sysext's overlay" : NULL);
+        if (a == PLAN_TAKEOVER)
+                note = j->p->live.top == TOP_LOST ? "replaced an overlay of ours that a killed run left unrecorded" :
+                                                    "replaced systemd-sysext's overlay";
+        if (note)
+                hierarchy_report_set(hr, OUTCOME_TAKEN_OVER, 0, "%s", note);
+        else
+                hierarchy_report_set(hr, a == PLAN_MERGE ? OUTCOME_MERGED : OUTCOME_REFRESHED, 0, NULL);
 }
 
 /* 5. One hierarchy: merge, refresh or take over. Every step before the swap leaves the host as it was. */
@@ -1003,6 +1067,8 @@ static int run_steps(Run *run) {
         int r;
 
         r = run_prepare(run);
+        if (r >= 0)
+                r = run_finish_interrupted_swaps(run);
         if (r >= 0 && run->verb != VERB_UNMERGE) {
                 r = run_discover(run);
                 if (r >= 0)
@@ -1071,6 +1137,8 @@ int tuck_recover(TuckContext *c) {
         if (!report)
                 return -ENOMEM;
         r = run_prepare(&run);
+        if (r >= 0)
+                r = run_finish_interrupted_swaps(&run);
         if (r >= 0)
                 r = run_observe(&run);
         if (r >= 0)

@@ -144,6 +144,25 @@ int report_result(const Report *r) {
         return report_changed(r) ? 1 : 0;
 }
 
+int report_error(const Report *r) {
+        bool feature = false, policy = false;
+        int first;
+
+        if (r->error == -EBUSY)
+                return -EBUSY;
+        for (size_t i = 0; i < r->n_hierarchies; i++) {
+                feature = feature || r->hierarchies[i].error == -EOPNOTSUPP;
+                policy = policy || r->hierarchies[i].error == -EPERM;
+        }
+        if (feature)
+                return -EOPNOTSUPP;
+        if (policy)
+                return -EPERM;
+        first = report_result(r);
+        /* Any other failure, whatever its errno (a hierarchy's EBUSY is not the lock). */
+        return first < 0 ? -EIO : 0;
+}
+
 /* "/usr: container web (pid 42, systemd) did not follow (swap, wants ro,nodev): healed" */
 static void print_namespace(const HierarchyReport *h, const HealReport *n, FILE *f) {
         const char *who = n->view.machine ? "container" : n->view.unit ? "unit" : "process";

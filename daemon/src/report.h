@@ -69,6 +69,11 @@ int hierarchy_report_set_layers(HierarchyReport *h, const Generation *g);
 
 /* <0: the first error; >0 something changed; 0 nothing changed. */
 int report_result(const Report *r);
+/* What a failed operation tells its caller, whether tuckctl ran it or tuckd:
+ * -EBUSY (the lock, --no-block), -EOPNOTSUPP (a hierarchy needed
+ * MOVE_MOUNT_BENEATH), -EPERM (a hierarchy refused by policy), -EIO for any
+ * other failure; 0 if nothing failed. */
+int report_error(const Report *r);
 bool report_changed(const Report *r);
 
 void report_print(const Report *r, FILE *f);

@@ -105,6 +105,15 @@ int swap_beneath(int tree_fd, const char *target, uint64_t old_top_id) {
         return 0;
 }
 
+int swap_finish(const char *target, uint64_t old_top_id) {
+        int r;
+
+        r = check_top(target, old_top_id);
+        if (r < 0)
+                return r;
+        return RET_NERRNO(umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW));
+}
+
 int swap_on_top(int tree_fd, const char *target) {
         return RET_NERRNO(move_mount(tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH));
 }

@@ -31,6 +31,9 @@ int mount_beneath_supported(const char *scratch_dir);
  * target we expect to replace; refuses (-ESTALE) if something else is there.
  */
 int swap_beneath(int tree_fd, const char *target, uint64_t old_top_id);
+/* The second half of swap_beneath() alone: unmount the top at target if it
+ * is still old_top_id (-ESTALE otherwise), revealing what is beneath it. */
+int swap_finish(const char *target, uint64_t old_top_id);
 int swap_on_top(int tree_fd, const char *target);
 /* *ret_exposed: the old top is gone but the new tree could not be attached: the base shows. */
 int swap_window(int tree_fd, const char *target, uint64_t old_top_id, bool *ret_exposed);

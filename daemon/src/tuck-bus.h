@@ -6,14 +6,34 @@
  * and flags tuckd serves and tuckctl calls, written down once.
  */
 
+#include <errno.h>
 #include <stdint.h>
 
 #define TUCK_BUS_NAME      "org.tuck1"
 #define TUCK_BUS_PATH      "/org/tuck1"
 #define TUCK_BUS_INTERFACE "org.tuck1.Manager"
 
-/* Merge, Refresh or Unmerge refused or failed; the message says why. */
-#define TUCK_BUS_ERROR_REFUSED "org.tuck1.Error.Refused"
+/* Why Merge, Refresh or Unmerge did not complete; the message says more. One
+ * name per exit status of tuckctl(8), so tuckctl exits alike whether it runs
+ * an operation itself or through tuckd (report_error() decides for both). */
+#define TUCK_BUS_ERROR_REFUSED       "org.tuck1.Error.Refused"       /* -EPERM: downgrade, removal (exit 3) */
+#define TUCK_BUS_ERROR_NOT_SUPPORTED "org.tuck1.Error.NotSupported"  /* -EOPNOTSUPP: no MOVE_MOUNT_BENEATH (exit 4) */
+#define TUCK_BUS_ERROR_BUSY          "org.tuck1.Error.Busy"          /* -EBUSY: the lock is held (exit 5) */
+#define TUCK_BUS_ERROR_FAILED        "org.tuck1.Error.Failed"        /* anything else, old generation kept (exit 1) */
+
+/* The error name for a negative errno from report_error(). */
+static inline const char *tuck_bus_error_name(int error) {
+        switch (error) {
+        case -EPERM:
+                return TUCK_BUS_ERROR_REFUSED;
+        case -EOPNOTSUPP:
+                return TUCK_BUS_ERROR_NOT_SUPPORTED;
+        case -EBUSY:
+                return TUCK_BUS_ERROR_BUSY;
+        default:
+                return TUCK_BUS_ERROR_FAILED;
+        }
+}
 
 /* The flags of Merge(t), Refresh(t) and Unmerge(t). */
 #define TUCK_BUS_FLAG_FORCE           (UINT64_C(1) << 0)   /* --force: refresh even if unchanged */

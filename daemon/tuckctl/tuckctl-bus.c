@@ -12,9 +12,13 @@
 #include "tuckctl-bus.h"
 #include "util.h"
 
-/* tuckd's refusals keep their meaning: tuckctl exits with EXIT_REFUSED. */
+/* tuckd's errors keep their meaning: tuckctl exits as if it had run the
+ * operation itself (Failed maps to EIO, exit status 1). */
 static const sd_bus_error_map tuckd_errors[] = {
         SD_BUS_ERROR_MAP(TUCK_BUS_ERROR_REFUSED, EPERM),
+        SD_BUS_ERROR_MAP(TUCK_BUS_ERROR_NOT_SUPPORTED, EOPNOTSUPP),
+        SD_BUS_ERROR_MAP(TUCK_BUS_ERROR_BUSY, EBUSY),
+        SD_BUS_ERROR_MAP(TUCK_BUS_ERROR_FAILED, EIO),
         SD_BUS_ERROR_MAP_END,
 };
 

@@ -186,17 +186,9 @@ static int exit_status(int r) {
 
 /* One exit status for a report: the lock, a missing feature and policy have their own. */
 static int operation_status(const Report *report, int r) {
-        bool feature = false, policy = false;
-
         if (r >= 0)
                 return EXIT_OK;
-        if (report->error == -EBUSY)
-                return EXIT_BUSY;
-        for (size_t i = 0; i < report->n_hierarchies; i++) {
-                feature = feature || report->hierarchies[i].error == -EOPNOTSUPP;
-                policy = policy || report->hierarchies[i].error == -EPERM;
-        }
-        return feature ? EXIT_NO_FEATURE : policy ? EXIT_REFUSED : EXIT_FAILED;
+        return exit_status(report_error(report) ?: r);
 }
 
 /* tuck_merge(), tuck_refresh(), tuck_unmerge() */

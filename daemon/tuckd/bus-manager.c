@@ -62,7 +62,7 @@ static int method_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const c
         snprintf(trigger, sizeof trigger, "D-Bus %s", method);
         r = manager_run(m, verb, flags, trigger, &reason);
         if (r < 0)
-                return sd_bus_error_setf(error, TUCK_BUS_ERROR_REFUSED, "%s refused: %s",
+                return sd_bus_error_setf(error, tuck_bus_error_name(r), "%s refused: %s",
                                          method, reason ?: strerror(-r));
         return sd_bus_reply_method_return(msg, "b", r > 0);
 }

@@ -205,6 +205,9 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, c
                 log_warning("%s", report->warnings[i]);
         if (report)
                 report_namespaces(e, report, hooks);
+        /* The same verdict tuckctl draws from the report when it runs alone. */
+        if (r < 0 && report)
+                r = report_error(report) ?: r;
         return r;
 }
 

@@ -216,6 +216,34 @@ out=$(tuck refresh 2>&1)
 check "the next refresh works" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$out"
 expect_eq "and cleans up what the crash left (staging mounts back to $normal)" "$(staging_mounts)" "$normal"
 
+# --- a swap stopped between its two halves ----------------------------------------
+# The unmount of the old top (MNT_DETACH|UMOUNT_NOFOLLOW) fails right after
+# the new overlay was moved beneath it, as if tuckctl had been killed there
+# (a seccomp kill cannot tell that unmount from the staging area's, which
+# come first): two of our overlays on /usr, the old one still showing. The
+# next run finishes that swap instead of leaving the new overlay hidden (and
+# an unmerge revealing it instead of the base).
+usr_overlays() { nsenter --mount --target "$1" awk -v t="$ROOT/usr" '$5 == t && / - overlay tuck-sysext /' /proc/self/mountinfo | wc -l; }
+for next in refresh unmerge; do
+        setup_merged
+        install_img "$(mkimg foo 2.1 sysext B)" foo
+        rc=0
+        out=$("$TUCK_FAULT" --fail=umount2:EBUSY:1=0xa -- "$TUCKCTL" --root="$ROOT" refresh 2>&1) || rc=$?
+        diag "$out"
+        expect_eq "stopped between beneath and unmount ($next next): exit status" "$rc" 1
+        expect_eq "stopped between beneath and unmount: still the old generation" \
+                "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" A
+        expect_eq "stopped between beneath and unmount: two overlays stacked on /usr" "$(usr_overlays $$)" 2
+        expect_eq "stopped between beneath and unmount: the service has both too" "$(usr_overlays "$PLAIN")" 2
+        out=$(tuck "$next" 2>&1) || true
+        diag "$out"
+        check "the next $next says it finished the half-done swap" grep -q 'finished the swap a killed run left half done' <<<"$out"
+        expect_eq "after the $next: one overlay on /usr or none" "$(usr_overlays $$)" "$([[ $next == refresh ]] && echo 1 || echo 0)"
+        expect_eq "after the $next: the service agrees" "$(usr_overlays "$PLAIN")" "$([[ $next == refresh ]] && echo 1 || echo 0)"
+        expect_eq "after the $next: the host sees $([[ $next == refresh ]] && echo 'the new generation' || echo 'the base')" \
+                "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" "$([[ $next == refresh ]] && echo B || echo base)"
+done
+
 # --- lock contention ----------------------------------------------------------
 setup_merged
 B=$(mkimg foo 2.1 sysext B)

@@ -190,4 +190,35 @@ check "refused entries (Merge when merged, downgrade, reload's downgrade, nobody
 check "entries carry TUCK_HIERARCHY" grep -qx "TUCK_HIERARCHY=$ROOT/usr" "$JOURNAL"
 check "a readable MESSAGE" grep -q "^MESSAGE=$ROOT/usr: refreshed, generation 1 -> 2 (D-Bus Refresh)." "$JOURNAL"
 
+# ---- tuckctl exits alike through tuckd and directly: policy 3, no feature 4, failure 1
+# tuckctl_same_exit WHAT WANT ERROR_NAME [FAULT ARGS...]: runs "tuckctl refresh
+# --force" once through a tuckd started under FAULT and once directly under
+# FAULT (tuckd stopped); both must exit WANT, tuckd's reply must carry
+# ERROR_NAME, and the marker must not move.
+tuckctl_same_exit() {
+        local what=$1 want=$2 name=$3 before rc out
+        shift 3
+        before=$(marker)
+        TUCKD_WRAP=("$TUCK_FAULT" "$@" --)
+        start_tuckd
+        rc=0
+        out=$("$TUCKCTL" --root="$ROOT" --config="$CONF" refresh --force 2>&1) || rc=$?
+        check "$what through tuckd: exit $rc, want $want ($out)" test "$rc" -eq "$want"
+        out=$(gdbus call --address "$BUS" --dest org.tuck1 --object-path /org/tuck1 \
+                --method org.tuck1.Manager.Refresh 1 2>&1) || true
+        check "$what: Refresh(force) answers $name ($out)" grep -qF "GDBus.Error:$name:" <<<"$out"
+        stop_tuckd
+        TUCKD_WRAP=()
+        rc=0
+        out=$("$TUCK_FAULT" "$@" -- "$TUCKCTL" --root="$ROOT" --config="$CONF" refresh --force 2>&1) || rc=$?
+        check "$what directly: exit $rc, want $want ($out)" test "$rc" -eq "$want"
+        check "$what: the marker stayed $before" test "$(marker)" = "$before"
+}
+stop_tuckd
+tuckctl_same_exit "no MOVE_MOUNT_BENEATH" 4 org.tuck1.Error.NotSupported --hide-beneath
+tuckctl_same_exit "the new overlay cannot be cloned" 1 org.tuck1.Error.Failed --fail=open_tree:ENOMEM:2=0x88001
+make_raw "$W"/foo-1.raw foo 1 v1
+mv "$W"/foo-1.raw "$EXT"/foo.raw
+tuckctl_same_exit "a downgrade" 3 org.tuck1.Error.Refused
+
 tap_done
