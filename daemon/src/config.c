@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+int ini_parse(const char *text, IniCallback callback, void *userdata, char **ret_error) {
+        _cleanup_free_ char *copy = strdup(text), *section = NULL;
+        unsigned line = 0;
+        char *saveptr = NULL, *l;
+        int r;
+
+        if (!copy)
+                return -ENOMEM;
+
+        /* strtok_r() would merge empty lines and so miscount; walk by hand. */
+        for (char *p = copy; p; p = saveptr) {
+                char *eq;
+
+                line++;
+                saveptr = strchr(p, '\n');
+                if (saveptr)
+                        *saveptr++ = 0;
+                l = strstrip(p);
+                if (*l == 0 || *l == '#' || *l == ';')
+                        continue;
+                if (*l == '[') {
+                        char *e = strchr(l, ']');
+
+                        if (!e || e[1] != 0 || e == l + 1) {
+                                (void) asprintf_safe(ret_error, "line %u: malformed section header '%s'", line, l);
+                                return -EBADMSG;
+                        }
+                        free(section);
+                        section = strndup(l + 1, e - l - 1);
+                        if (!section)
+                                return -ENOMEM;
+                        continue;
+                }
+                eq = strchr(l, '=');
+                if (!eq || eq == l) {
+                        (void) asprintf_safe(ret_error, "line %u: expected KEY=VALUE, got '%s'", line, l);
+                        return -EBADMSG;
+                }
+                if (!section) {
+                        (void) asprintf_safe(ret_error, "line %u: assignment outside of a section", line);
+                        return -EBADMSG;
+                }
+                *eq = 0;
+                r = callback(section, strstrip(l), strstrip(eq + 1), line, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int config_parse_boolean(const char *s) {
+        static const char * const yes[] = { "1", "yes", "y", "true", "t", "on" };
+        static const char * const no[] = { "0", "no", "n", "false", "f", "off" };
+
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+                if (strcasecmp(s, yes[i]) == 0)
+                        return 1;
+                if (strcasecmp(s, no[i]) == 0)
+                        return 0;
+        }
+        return -EINVAL;
+}
+
+static int strv_from_const(char ***ret, const char * const *l) {
+        _cleanup_strv_free_ char **c = calloc(1, sizeof(char *));
+
+        if (!c)
+                return -ENOMEM;
+        for (; l && *l; l++)
+                if (strv_extend(&c, *l) < 0)
+                        return -ENOMEM;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int config_init_defaults(TuckConfig *c) {
+        *c = (TuckConfig) {};
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                if (strv_from_const(&c->search_dirs[k], image_class_info[k].search_dirs) < 0 ||
+                    strv_from_const(&c->hierarchies[k], image_class_info[k].hierarchies) < 0) {
+                        config_done(c);
+                        return -ENOMEM;
+                }
+        return 0;
+}
+
+void config_done(TuckConfig *c) {
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                strv_free(c->search_dirs[k]);
+                strv_free(c->hierarchies[k]);
+        }
+        *c = (TuckConfig) {};
+}
+
+typedef struct ParseState {
+        TuckConfig *config;
+        char **error;
+} ParseState;
+
+/* A list of absolute paths: replaces the default. */
+static int parse_path_list(const char *value, unsigned line, char ***target, char **error) {
+        _cleanup_strv_free_ char **l = strv_split(value, WHITESPACE);
+
+        if (!l)
+                return -ENOMEM;
+        STRV_FOREACH(p, l)
+                if (**p != '/' || strstr(*p, "/../") || endswith(*p, "/..")) {
+                        (void) asprintf_safe(error, "line %u: '%s' is not a normalized absolute path", line, *p);
+                        return -EINVAL;
+                }
+        strv_free(*target);
+        *target = TAKE_PTR(l);
+        return 0;
+}
+
+static int parse_one(const char *section, const char *key, const char *value, unsigned line, void *userdata) {
+        ParseState *s = userdata;
+        ImageClass k = streq(section, "Sysext") ? IMAGE_SYSEXT :
+                       streq(section, "Confext") ? IMAGE_CONFEXT : _IMAGE_CLASS_INVALID;
+        int b;
+
+        if (k != _IMAGE_CLASS_INVALID) {
+                if (streq(key, "SearchPaths"))
+                        return parse_path_list(value, line, &s->config->search_dirs[k], s->error);
+                if (streq(key, "Hierarchies"))
+                        return parse_path_list(value, line, &s->config->hierarchies[k], s->error);
+        } else if (streq(section, "Policy")) {
+                bool *target = streq(key, "AllowDowngrade") ? &s->config->allow_downgrade :
+                               streq(key, "AllowWindow") ? &s->config->allow_window : NULL;
+
+                if (target) {
+                        b = config_parse_boolean(value);
+                        if (b < 0) {
+                                (void) asprintf_safe(s->error, "line %u: %s= takes a boolean, got '%s'", line, key, value);
+                                return -EINVAL;
+                        }
+                        *target = b;
+                        return 0;
+                }
+        } else
+                return 0;   /* someone else's section ([Daemon] is tuckd's) */
+
+        log_warning("tuck.conf line %u: unknown key %s= in [%s], ignoring.", line, key, section);
+        return 0;
+}
+
+int config_load(TuckConfig *c, const char *path, char **ret_error) {
+        _cleanup_free_ char *text = NULL, *error = NULL;
+        ParseState s = { .config = c, .error = &error };
+        int r;
+
+        r = config_init_defaults(c);
+        if (r < 0)
+                return r;
+
+        r = read_full_file_at(AT_FDCWD, path, 1024 * 1024, &text);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0) {
+                (void) asprintf_safe(ret_error, "cannot read %s: %s", path, strerror(-r));
+                return r;
+        }
+        r = ini_parse(text, parse_one, &s, &error);
+        if (r < 0) {
+                if (ret_error)
+                        (void) asprintf_safe(ret_error, "%s: %s", path, error ?: strerror(-r));
+                config_done(c);
+                return r;
+        }
+        return 0;
+}

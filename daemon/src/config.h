@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * /etc/tuck/tuck.conf: an ini-style file (systemd's unit-file syntax without
+ * specifiers). Every key is optional; a missing file means the defaults.
+ *
+ *   # Extension search directories, highest priority first (space-separated),
+ *   # and the hierarchies each class extends. Paths are absolute and are
+ *   # taken below --root= when one is given.
+ *   [Sysext]
+ *   SearchPaths=/etc/extensions /run/extensions /var/lib/extensions
+ *               (default also /usr/local/lib/extensions /usr/lib/extensions)
+ *   Hierarchies=/usr /opt
+ *
+ *   [Confext]
+ *   SearchPaths=/etc/confexts /run/confexts /var/lib/confexts
+ *               (default also /usr/local/lib/confexts /usr/lib/confexts)
+ *   Hierarchies=/etc
+ *
+ *   # Policy defaults; the command-line options override them per call.
+ *   [Policy]
+ *   AllowDowngrade=no   # yes: like --allow-downgrade on every call
+ *   AllowWindow=no      # yes: like --allow-window (never needed on Linux >= 6.5)
+ *
+ * Sections libtuck does not know (e.g. [Daemon], read by tuckd) are left to
+ * their readers: ini_parse() hands every assignment to a callback.
+ */
+
+#include <stdbool.h>
+
+#include "image-class.h"
+
+typedef struct TuckConfig {
+        char **search_dirs[_IMAGE_CLASS_MAX];
+        char **hierarchies[_IMAGE_CLASS_MAX];
+        bool allow_downgrade;
+        bool allow_window;
+} TuckConfig;
+
+/* Called for each assignment; return <0 to abort parsing. */
+typedef int (*IniCallback)(const char *section, const char *key, const char *value,
+                           unsigned line, void *userdata);
+
+/* Parses ini text. Malformed lines are an error naming the line (-EBADMSG, *ret_error). */
+int ini_parse(const char *text, IniCallback callback, void *userdata, char **ret_error);
+
+int config_parse_boolean(const char *s);
+
+int config_init_defaults(TuckConfig *c);
+/* Loads path into c (defaults first). A missing file is not an error. */
+int config_load(TuckConfig *c, const char *path, char **ret_error);
+void config_done(TuckConfig *c);

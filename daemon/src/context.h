@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The inside of a TuckContext, for libtuck's own files. */
+
+#include "config.h"
+#include "extension-release.h"
+#include "tuck.h"
+
+struct TuckContext {
+        char *root;              /* canonical, "/" on a real host */
+        char *config_path;
+        TuckConfig config;
+        char *run_dir;           /* <root>/run/tuck */
+        char *state_dir;         /* <root>/var/lib/tuck */
+        TuckHierarchy *hierarchies;
+        size_t n_hierarchies;
+        char **image_dirs;
+        int lock_fd;
+};
+
+/* Root-prefixed path. */
+char *context_path(const TuckContext *c, const char *path);

@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <blkid/blkid.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "image.h"
+#include "log.h"
+#include "util.h"
+#include "version.h"
+
+static const char * const image_type_table[_IMAGE_TYPE_MAX] = {
+        [IMAGE_TYPE_DIRECTORY] = "directory",
+        [IMAGE_TYPE_SQUASHFS] = "squashfs",
+        [IMAGE_TYPE_EROFS] = "erofs",
+        [IMAGE_TYPE_GPT] = "gpt",
+        [IMAGE_TYPE_UNSUPPORTED] = "unsupported",
+};
+
+static const char * const image_state_table[_IMAGE_STATE_MAX] = {
+        [IMAGE_CANDIDATE] = "candidate",
+        [IMAGE_SHADOWED] = "shadowed",
+        [IMAGE_MASKED] = "masked",
+};
+
+const char *image_type_to_string(ImageType t) {
+        return t < _IMAGE_TYPE_MAX ? image_type_table[t] : NULL;
+}
+
+const char *image_state_to_string(ImageState s) {
+        return s < _IMAGE_STATE_MAX ? image_state_table[s] : NULL;
+}
+
+Image *image_free(Image *i) {
+        if (!i)
+                return NULL;
+        free(i->name);
+        free(i->path);
+        free(i->resolved);
+        free(i->search_dir);
+        free(i->shadowed_by);
+        free(i->fstype);
+        free(i->fingerprint);
+        free(i->reason);
+        free(i->extension);
+        free(i->version);
+        strv_free(i->release);
+        strv_free(i->hierarchies);
+        free(i);
+        return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(Image *, image_free);
+
+void images_free(Image **images, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                image_free(images[i]);
+        free(images);
+}
+
+int image_probe_type(const char *path, ImageType *ret, char **ret_fstype) {
+        blkid_probe pr;
+        const char *type = NULL, *pttype = NULL;
+        int r;
+
+        errno = 0;
+        pr = blkid_new_probe_from_filename(path);
+        if (!pr)
+                return errno > 0 ? -errno : -ENOMEM;
+
+        blkid_probe_enable_superblocks(pr, 1);
+        blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
+        blkid_probe_enable_partitions(pr, 1);
+        r = blkid_do_fullprobe(pr);
+        if (r == 0) {
+                (void) blkid_probe_lookup_value(pr, "PTTYPE", &pttype, NULL);
+                (void) blkid_probe_lookup_value(pr, "TYPE", &type, NULL);
+        }
+
+        if (streq_ptr(pttype, "gpt"))
+                *ret = IMAGE_TYPE_GPT;
+        else if (streq_ptr(type, "squashfs"))
+                *ret = IMAGE_TYPE_SQUASHFS;
+        else if (streq_ptr(type, "erofs"))
+                *ret = IMAGE_TYPE_EROFS;
+        else
+                *ret = IMAGE_TYPE_UNSUPPORTED;
+
+        if (ret_fstype)
+                *ret_fstype = (type || pttype) ? strdup(type ?: pttype) : NULL;
+        blkid_free_probe(pr);
+        return r < 0 ? -EIO : 0;
+}
+
+/* An empty directory masks same-named images in lower-priority directories. */
+static int dir_is_empty_at(int dir_fd, const char *name) {
+        _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d;
+        int r = 1;
+
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d)
+                return -errno;
+        TAKE_FD(fd);
+        for (struct dirent *de; (de = readdir(d)); )
+                if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
+                        r = 0;
+                        break;
+                }
+        closedir(d);
+        return r;
+}
+
+static Image *find_by_name(Image **images, size_t n, const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (images[i]->state != IMAGE_SHADOWED && streq(images[i]->name, name))
+                        return images[i];
+        return NULL;
+}
+
+static int append(Image ***images, size_t *n, Image *i) {
+        Image **a = realloc(*images, sizeof(Image *) * (*n + 1));
+
+        if (!a)
+                return -ENOMEM;
+        a[(*n)++] = i;
+        *images = a;
+        return 0;
+}
+
+/* One directory entry: a *.raw file or a directory, symlinks followed. */
+static int discover_entry(const char *root, ImageClass c, const char *dir, int dir_fd,
+                          const char *entry, Image ***images, size_t *n) {
+        _cleanup_(image_freep) Image *i = NULL;
+        struct stat st;
+        Image *winner;
+        char *suffix;
+        int r;
+
+        if (entry[0] == '.' || fstatat(dir_fd, entry, &st, 0) < 0)
+                return 0;
+
+        i = calloc(1, sizeof(Image));
+        if (!i)
+                return -ENOMEM;
+        i->class = c;
+
+        if (S_ISDIR(st.st_mode)) {
+                i->type = IMAGE_TYPE_DIRECTORY;
+                i->name = strdup(entry);
+        } else if (S_ISREG(st.st_mode) && (suffix = endswith(entry, ".raw")) && suffix != entry) {
+                i->type = IMAGE_TYPE_UNSUPPORTED;   /* probed later */
+                i->name = strndup(entry, suffix - entry);
+        } else
+                return 0;
+
+        i->path = path_join(root, dir, entry);
+        i->search_dir = strdup(dir);
+        if (!i->name || !i->path || !i->search_dir)
+                return -ENOMEM;
+        i->resolved = realpath(i->path, NULL);
+        if (!i->resolved && !(i->resolved = strdup(i->path)))
+                return -ENOMEM;
+
+        winner = find_by_name(*images, *n, i->name);
+        if (winner) {
+                i->state = IMAGE_SHADOWED;
+                i->shadowed_by = strdup(winner->path);
+                if (!i->shadowed_by)
+                        return -ENOMEM;
+        } else if (i->type == IMAGE_TYPE_DIRECTORY) {
+                r = dir_is_empty_at(dir_fd, entry);
+                if (r > 0)
+                        i->state = IMAGE_MASKED;
+        }
+
+        if (i->state == IMAGE_CANDIDATE && i->type != IMAGE_TYPE_DIRECTORY) {
+                r = image_probe_type(i->path, &i->type, &i->fstype);
+                if (r < 0)
+                        log_debug_errno(r, "Failed to probe '%s': %m", i->path);
+        }
+
+        return append(images, n, TAKE_PTR(i));
+}
+
+static int compare_entry(const void *a, const void *b) {
+        return strcmp(*(const char * const *) a, *(const char * const *) b);
+}
+
+int images_discover(const char *root, ImageClass c, char * const *search_dirs,
+                    Image ***ret, size_t *ret_n) {
+        Image **images = NULL;
+        size_t n = 0;
+        int r = 0;
+
+        STRV_FOREACH(dir, search_dirs) {
+                _cleanup_strv_free_ char **entries = calloc(1, sizeof(char *));
+                _cleanup_free_ char *path = path_join(root, *dir);
+                _cleanup_close_ int fd = -EBADF;
+                DIR *d;
+
+                if (!path || !entries) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0) {
+                        if (errno != ENOENT)
+                                log_debug_errno(errno, "Cannot open search directory '%s', skipping: %m", path);
+                        continue;
+                }
+                d = fdopendir(fd);
+                if (!d) {
+                        r = -errno;
+                        goto fail;
+                }
+                fd = dup(dirfd(d));
+                for (struct dirent *de; (de = readdir(d)); )
+                        if (strv_extend(&entries, de->d_name) < 0) {
+                                closedir(d);
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                closedir(d);
+                if (fd < 0) {
+                        r = -errno;
+                        goto fail;
+                }
+
+                /* Stable order within a directory; the order of the layers is decided later. */
+                qsort(entries, strv_length(entries), sizeof(char *), compare_entry);
+                STRV_FOREACH(e, entries) {
+                        r = discover_entry(root, c, *dir, fd, *e, &images, &n);
+                        if (r < 0)
+                                goto fail;
+                }
+        }
+
+        *ret = images;
+        *ret_n = n;
+        return 0;
+fail:
+        images_free(images, n);
+        return r;
+}
+
+/* Fingerprint of a directory tree: every entry's path and stat identity. */
+static uint64_t tree_hash;
+static int tree_hash_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        uint64_t v[5] = { st->st_ino, st->st_mode, st->st_size, st->st_mtim.tv_sec, st->st_mtim.tv_nsec };
+
+        tree_hash = fnv64(tree_hash, path, strlen(path) + 1);
+        tree_hash = fnv64(tree_hash, v, sizeof(v));
+        return 0;
+}
+
+int image_fingerprint(Image *i) {
+        struct stat st;
+
+        free(i->fingerprint);
+        i->fingerprint = NULL;
+        if (stat(i->resolved, &st) < 0)
+                return -errno;
+
+        if (i->type == IMAGE_TYPE_DIRECTORY) {
+                tree_hash = FNV64_INIT;
+                if (nftw(i->resolved, tree_hash_one, 16, FTW_PHYS) < 0)
+                        return -errno;
+                return asprintf_safe(&i->fingerprint, "dir:%lx:%lu:%016lx",
+                                     (unsigned long) st.st_dev, (unsigned long) st.st_ino,
+                                     (unsigned long) tree_hash);
+        }
+        return asprintf_safe(&i->fingerprint, "raw:%lx:%lu:%lld:%lld.%09ld",
+                             (unsigned long) st.st_dev, (unsigned long) st.st_ino,
+                             (long long) st.st_size, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+
+char *version_from_file_name(const char *extension, const char *file_name) {
+        _cleanup_free_ char *base = NULL;
+        const char *slash = strrchr(file_name, '/'), *rest;
+        char *suffix, *dash;
+
+        base = strdup(slash ? slash + 1 : file_name);
+        if (!base)
+                return NULL;
+        if ((suffix = endswith(base, ".raw")))
+                *suffix = 0;
+        rest = startswith(base, extension);
+        if (!rest || (*rest != '_' && *rest != '-') || rest[1] == 0)
+                return NULL;
+        rest++;
+
+        /* NAME-1.2-x86-64: drop a trailing architecture (sysext-bakery names). */
+        for (dash = strchr(rest, '-'); dash; dash = strchr(dash + 1, '-'))
+                if (architecture_from_uname(dash + 1) || streq(dash + 1, "x86-64") || streq(dash + 1, "arm64") ||
+                    streq(dash + 1, "x86") || streq(dash + 1, "arm")) {
+                        *dash = 0;
+                        break;
+                }
+        return *rest ? strdup(rest) : NULL;
+}
+
+static int set_reason(Image *i, const char *fmt, ...) _printf_(2, 3);
+static int set_reason(Image *i, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        free(i->reason);
+        va_start(ap, fmt);
+        r = vasprintf(&i->reason, fmt, ap);
+        va_end(ap);
+        i->valid = false;
+        return r < 0 ? -ENOMEM : 0;
+}
+
+/* A confext touches only /etc: anything else at its top is refused. */
+static int check_only_top_dir(Image *i, int tree_fd, const char *only) {
+        _cleanup_close_ int fd = openat(tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d;
+        int r = 0;
+
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d)
+                return -errno;
+        TAKE_FD(fd);
+        for (struct dirent *de; (de = readdir(d)); ) {
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || streq(de->d_name, only))
+                        continue;
+                r = set_reason(i, "a %s may only carry /%s, but it has /%s",
+                               image_class_to_string(i->class), only, de->d_name);
+                break;
+        }
+        closedir(d);
+        return r;
+}
+
+/* overlayfs refuses a lower layer inside another one (-ELOOP). */
+static bool path_is_below(const char *path, const char *dir) {
+        const char *rest = startswith(path, dir);
+
+        return rest && (*rest == '/' || *rest == 0);
+}
+
+static int collect_hierarchies(Image *i, int tree_fd, const char *root, char * const *hierarchies) {
+        STRV_FOREACH(h, hierarchies) {
+                _cleanup_free_ char *host_path = path_join(root, *h);
+                struct stat st;
+
+                if (!host_path)
+                        return -ENOMEM;
+                if (fstatat(tree_fd, *h + 1, &st, 0) < 0 || !S_ISDIR(st.st_mode))
+                        continue;
+                if (i->type == IMAGE_TYPE_DIRECTORY && path_is_below(i->resolved, host_path))
+                        return set_reason(i, "directory image inside %s cannot extend %s (overlayfs refuses "
+                                          "overlapping layers); use a .raw image", *h, *h);
+                if (strv_extend(&i->hierarchies, *h) < 0)
+                        return -ENOMEM;
+        }
+        if (strv_length(i->hierarchies) == 0) {
+                _cleanup_free_ char *list = strv_join(hierarchies, " ");
+
+                return set_reason(i, "carries none of %s", strempty(list));
+        }
+        return 0;
+}
+
+static int validate_version(Image *i) {
+        const char *v = extension_release_version(i->class, i->release);
+
+        if (v) {
+                i->version = strdup(v);
+                i->version_source = "release";
+                return i->version ? 0 : -ENOMEM;
+        }
+        i->version = version_from_file_name(i->extension, i->resolved);
+        if (!i->version)
+                i->version = version_from_file_name(i->extension, i->path);
+        if (i->version)
+                i->version_source = "file name";
+        return 0;
+}
+
+int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *root,
+                   char * const *hierarchies) {
+        const ImageClassInfo *info = &image_class_info[i->class];
+        _cleanup_free_ char *filename = NULL, *reason = NULL;
+        struct stat st;
+        int r;
+
+        i->inspected = true;
+        i->valid = true;
+
+        if (!image_name_is_valid(i->name))
+                return set_reason(i, "'%s' is not a valid image name", i->name);
+
+        r = extension_release_load(tree_fd, i->class, i->name, &i->release, &filename, &reason);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return set_reason(i, "%s", strna(reason));
+        i->extension = strdup(startswith(filename, "extension-release.") ?: i->name);
+        if (!i->extension)
+                return -ENOMEM;
+
+        r = extension_release_validate(i->name, i->class, host, i->release, &reason);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return set_reason(i, "%s", strna(reason));
+
+        if (info->forbidden_path && fstatat(tree_fd, info->forbidden_path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return set_reason(i, "ships /%s, which would replace the host's", info->forbidden_path);
+
+        if (info->only_top_dir) {
+                r = check_only_top_dir(i, tree_fd, info->only_top_dir);
+                if (r < 0 || !i->valid)
+                        return r;
+        }
+
+        r = collect_hierarchies(i, tree_fd, root, hierarchies);
+        if (r < 0 || !i->valid)
+                return r;
+
+        return validate_version(i);
+}
+
+static int compare_images(const void *a, const void *b) {
+        const Image *x = *(Image * const *) a, *y = *(Image * const *) b;
+
+        return strverscmp_improved(x->name, y->name);
+}
+
+void images_sort(Image **images, size_t n) {
+        if (n > 1)
+                qsort(images, n, sizeof(Image *), compare_images);
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * Extension images: discovery in the search directories (systemd-sysext's
+ * rules: the first directory wins for a name, an empty directory masks it),
+ * the kind of each image (by magic, via libblkid), and validation of what is
+ * inside (release file, forbidden content, which hierarchies it carries).
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "extension-release.h"
+#include "image-class.h"
+
+typedef enum ImageType {
+        IMAGE_TYPE_DIRECTORY,
+        IMAGE_TYPE_SQUASHFS,
+        IMAGE_TYPE_EROFS,
+        IMAGE_TYPE_GPT,           /* a DDI: refused for now */
+        IMAGE_TYPE_UNSUPPORTED,   /* some other file system, or none */
+        _IMAGE_TYPE_MAX,
+} ImageType;
+
+typedef enum ImageState {
+        IMAGE_CANDIDATE,   /* first of its name: will be inspected */
+        IMAGE_SHADOWED,    /* a same-named image in a higher-priority directory wins */
+        IMAGE_MASKED,      /* an empty directory of this name masks it (or is the mask) */
+        _IMAGE_STATE_MAX,
+} ImageState;
+
+typedef struct Image {
+        ImageClass class;
+        char *name;             /* image name: file name minus ".raw", or directory name */
+        char *path;             /* where it was found (root prefix applied) */
+        char *resolved;         /* symlinks resolved */
+        char *search_dir;       /* the search directory (without root prefix) */
+        ImageType type;
+        ImageState state;
+        char *shadowed_by;      /* path of the winning image or mask */
+        char *fstype;           /* what blkid found ("ext4", ...) for unsupported images */
+        char *fingerprint;      /* changes whenever the image's content may have */
+
+        /* Filled by image_validate(). */
+        bool inspected;
+        bool valid;
+        char *reason;           /* why not valid */
+        char *extension;        /* identity for versions: the release file's suffix */
+        char *version;          /* NULL: unversioned */
+        const char *version_source;   /* "release", "file name" */
+        char **release;         /* release file pairs */
+        char **hierarchies;     /* class hierarchies the image carries ("/usr", ...) */
+} Image;
+
+const char *image_type_to_string(ImageType t);
+const char *image_state_to_string(ImageState s);
+
+Image *image_free(Image *i);
+void images_free(Image **images, size_t n);
+
+/*
+ * Lists every image in the class's search directories below root, in
+ * priority order, and marks shadowed and masked ones. Unreadable directories
+ * are skipped (logged at debug level).
+ */
+int images_discover(const char *root, ImageClass c, char * const *search_dirs,
+                    Image ***ret, size_t *ret_n);
+
+/* Finds the kind of a regular file by its magic. */
+int image_probe_type(const char *path, ImageType *ret, char **ret_fstype);
+
+/* Fills i->fingerprint from stat data (and for directories, the whole tree's). */
+int image_fingerprint(Image *i);
+
+/*
+ * Validates the image whose tree is open at tree_fd against the host and the
+ * class's hierarchies (root-less, e.g. "/usr"). Sets i->valid and i->reason
+ * (an invalid image is not an error: returns 0), and version, extension,
+ * hierarchies.
+ */
+int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *root,
+                   char * const *hierarchies);
+
+/* The version encoded in a file name like NAME_1.2.raw or NAME-1.2-x86-64.raw, or NULL. */
+char *version_from_file_name(const char *extension, const char *file_name);
+
+/* Sorts by strverscmp_improved() of the image name: the last one is the top layer. */
+void images_sort(Image **images, size_t n);

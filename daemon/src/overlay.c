@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+#include "mount-api.h"
+#include "overlay.h"
+#include "util.h"
+
+static int mount_raw_detached(const Image *i, uint64_t attr, int *ret_fd, char **ret_loop) {
+        _cleanup_close_ int file = -EBADF, loop = -EBADF, fs = -EBADF;
+        _cleanup_free_ char *node = NULL;
+        const char *fstype = i->type == IMAGE_TYPE_EROFS ? "erofs" : "squashfs";
+        int mnt;
+
+        file = open(i->resolved, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (file < 0)
+                return -errno;
+        loop = loop_attach(file, &node);
+        if (loop < 0)
+                return loop;
+
+        fs = fsopen(fstype, FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return -errno;
+        if (fsconfig(fs, FSCONFIG_SET_STRING, "source", node, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -errno;
+        mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned) attr);
+        if (mnt < 0)
+                return -errno;
+
+        /* The file system holds the loop device now; autoclear frees it when that goes. */
+        *ret_fd = mnt;
+        *ret_loop = TAKE_PTR(node);
+        return 0;
+}
+
+static int mount_dir_detached(const Image *i, uint64_t attr, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        struct mount_attr a = {
+                .attr_set = attr,
+                .propagation = MS_PRIVATE,
+        };
+
+        fd = open_tree(AT_FDCWD, i->resolved, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (mount_setattr(fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                return -errno;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int image_mount_detached(const Image *i, int *ret_fd, char **ret_loop) {
+        uint64_t attr = image_class_info[i->class].mount_attr;
+
+        *ret_loop = NULL;
+        switch (i->type) {
+        case IMAGE_TYPE_DIRECTORY:
+                return mount_dir_detached(i, attr, ret_fd);
+        case IMAGE_TYPE_SQUASHFS:
+        case IMAGE_TYPE_EROFS:
+                return mount_raw_detached(i, attr, ret_fd, ret_loop);
+        case IMAGE_TYPE_GPT:
+        case IMAGE_TYPE_UNSUPPORTED:
+        case _IMAGE_TYPE_MAX:
+                break;
+        }
+        return -EMEDIUMTYPE;
+}
+
+int overlay_options(char * const *lowers, char **ret) {
+        _cleanup_free_ char *joined = strv_join(lowers, ":"), *options = NULL;
+        long page = sysconf(_SC_PAGESIZE);
+
+        if (!joined)
+                return -ENOMEM;
+        options = strjoin("lowerdir=", joined);
+        if (!options)
+                return -ENOMEM;
+        /* mount(2) copies at most one page of data, NUL included. */
+        if ((long) strlen(options) >= page)
+                return -E2BIG;
+        *ret = TAKE_PTR(options);
+        return 0;
+}
+
+static unsigned long ms_flags_from_attr(uint64_t attr) {
+        return (attr & MOUNT_ATTR_RDONLY ? MS_RDONLY : 0) | (attr & MOUNT_ATTR_NOSUID ? MS_NOSUID : 0) |
+               (attr & MOUNT_ATTR_NODEV ? MS_NODEV : 0) | (attr & MOUNT_ATTR_NOEXEC ? MS_NOEXEC : 0);
+}
+
+static int attach_submounts(const OverlaySpec *spec, const char *where, char **ret_error) {
+        for (size_t i = 0; i < spec->n_submounts; i++) {
+                _cleanup_free_ char *target = path_join(where, spec->submounts[i].relative);
+                struct stat st;
+
+                if (!target)
+                        return -ENOMEM;
+                /* The mount point must exist in the new tree: we never create directories in it. */
+                if (stat(target, &st) < 0) {
+                        int r = -errno;
+
+                        (void) asprintf_safe(ret_error, "nested mount '%s' has no mount point in the new generation "
+                                             "(%s)", spec->submounts[i].relative, strerror(-r));
+                        return r;
+                }
+                if (move_mount(spec->submounts[i].fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+                        int r = -errno;
+
+                        (void) asprintf_safe(ret_error, "cannot re-attach nested mount '%s': %s",
+                                             spec->submounts[i].relative, strerror(-r));
+                        return r;
+                }
+        }
+        return 0;
+}
+
+int overlay_assemble(Staging *s, const OverlaySpec *spec, char **ret_error) {
+        _cleanup_free_ char *where = path_join("o", spec->hid), *options = NULL;
+        _cleanup_close_ int tree = -EBADF;
+        struct mount_attr a = {
+                .attr_set = spec->attr,
+                .propagation = MS_PRIVATE,
+        };
+        int r;
+
+        if (!where)
+                return -ENOMEM;
+        r = overlay_options(spec->lowers, &options);
+        if (r == -E2BIG)
+                (void) asprintf_safe(ret_error, "%zu layers do not fit in one page of mount options",
+                                     strv_length(spec->lowers));
+        if (r < 0)
+                return r;
+
+        (void) staging_detach(s, where);   /* left over by a killed refresh? */
+        if (mkdir(where, 0700) < 0)
+                return -errno;
+
+        if (mount(spec->source, where, "overlay", ms_flags_from_attr(spec->attr), options) < 0) {
+                r = -errno;
+                (void) asprintf_safe(ret_error, "overlayfs refused %zu layers: %s", strv_length(spec->lowers),
+                                     strerror(-r));
+                goto fail;
+        }
+        r = attach_submounts(spec, where, ret_error);
+        if (r < 0)
+                goto fail;
+
+        tree = open_tree(AT_FDCWD, where, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (tree < 0) {
+                r = -errno;
+                (void) asprintf_safe(ret_error, "cannot clone the assembled overlay: %s", strerror(-r));
+                goto fail;
+        }
+        /* Only the root: re-attached submounts keep their own flags. */
+        if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
+                r = -errno;
+                (void) asprintf_safe(ret_error, "cannot set attributes on the new overlay: %s", strerror(-r));
+                goto fail;
+        }
+        (void) staging_detach(s, where);
+        return TAKE_FD(tree);
+
+fail:
+        (void) staging_detach(s, where);
+        return r;
+}

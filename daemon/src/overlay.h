@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * Mounting images, and assembling an overlay from them in the staging
+ * namespace.
+ *
+ * Why a staged mount(2) and not fsconfig(): on Linux 6.1 fsconfig() string
+ * values are capped at 256 bytes and overlayfs has no "lowerdir+" (6.8), so
+ * a lowerdir= of 128 layers cannot go through it. Legacy mount(2) data is one
+ * page; with the staging root as working directory every layer has a short
+ * relative name ("i/17/usr"), so ~350 layers fit (overlayfs allows 500).
+ * The staged overlay is then cloned out (open_tree OPEN_TREE_CLONE) as the
+ * detached tree the swap moves into place.
+ */
+
+#include <stdint.h>
+
+#include "image.h"
+#include "staging.h"
+
+/*
+ * A detached read-only mount of an image: a loop device and squashfs/erofs
+ * for .raw files, a bind clone for directories. The class decides the
+ * flags (ro,nodev; confext also nosuid,noexec). *ret_loop is the loop
+ * device or NULL.
+ */
+int image_mount_detached(const Image *i, int *ret_fd, char **ret_loop);
+
+typedef struct Submount {
+        char *relative;      /* "foo" for /opt/foo */
+        int fd;              /* detached recursive clone of the original */
+} Submount;
+
+typedef struct OverlaySpec {
+        const char *hid;             /* assembled at o/<hid> */
+        char **lowers;               /* relative to the staging root, top first, base last */
+        const char *source;          /* "tuck-sysext" */
+        uint64_t attr;               /* MOUNT_ATTR_* for the overlay's root */
+        Submount *submounts;         /* re-attached onto the new tree before it is cloned */
+        size_t n_submounts;
+} OverlaySpec;
+
+/*
+ * Inside the staging namespace: assemble, attach submounts, clone out as a
+ * detached private tree with spec->attr, and clean up the staged mount. On
+ * failure nothing is left mounted. Returns the tree fd.
+ */
+int overlay_assemble(Staging *s, const OverlaySpec *spec, char **ret_error);
+
+/* The lowerdir= option for a list of layers, or -E2BIG if it exceeds a page. */
+int overlay_options(char * const *lowers, char **ret);

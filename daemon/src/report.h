@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * The result of a merge, refresh or unmerge: per hierarchy what happened and
+ * why, plus warnings (images skipped and why). Printed as text by tuckctl,
+ * as JSON by tuckctl --json and tuckd.
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "image-class.h"
+#include "state.h"
+
+typedef enum Outcome {
+        OUTCOME_NOTHING,     /* nothing merged, nothing to merge */
+        OUTCOME_UNCHANGED,   /* inputs unchanged: no-op */
+        OUTCOME_MERGED,
+        OUTCOME_REFRESHED,
+        OUTCOME_TAKEN_OVER,  /* replaced systemd-sysext's overlay */
+        OUTCOME_UNMERGED,
+        OUTCOME_REFUSED,     /* policy or state: old generation kept */
+        OUTCOME_FAILED,      /* an error before the swap: old generation kept */
+        _OUTCOME_MAX,
+} Outcome;
+
+typedef struct HierarchyReport {
+        char *hierarchy;
+        ImageClass class;
+        Outcome outcome;
+        int error;                   /* negative errno for REFUSED/FAILED */
+        char *message;
+        uint64_t old_generation;
+        uint64_t new_generation;
+        Layer *layers;               /* the generation now in place, bottom to top */
+        size_t n_layers;
+        bool window;                 /* the swap opened a window (--allow-window) */
+} HierarchyReport;
+
+typedef struct Report {
+        const char *verb;
+        HierarchyReport *hierarchies;
+        size_t n_hierarchies;
+        char **warnings;             /* images skipped, and other things to know */
+        int error;                   /* a failure before any hierarchy was looked at */
+        char *message;
+} Report;
+
+const char *outcome_to_string(Outcome o);
+
+Report *report_new(const char *verb);
+Report *report_free(Report *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Report *, report_free);
+#define _cleanup_report_ _cleanup_(report_freep)
+
+HierarchyReport *report_add(Report *r, const char *hierarchy, ImageClass c);
+int report_warn(Report *r, const char *fmt, ...) _printf_(2, 3);
+int report_set_error(Report *r, int error, const char *fmt, ...) _printf_(3, 4);
+int hierarchy_report_set(HierarchyReport *h, Outcome o, int error, const char *fmt, ...) _printf_(4, 5);
+
+/* <0: the first error; >0 something changed; 0 nothing changed. */
+int report_result(const Report *r);
+bool report_changed(const Report *r);
+
+void report_print(const Report *r, FILE *f);
+json_object *report_to_json(const Report *r);

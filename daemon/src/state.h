@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * What tuck remembers, as JSON files:
+ *
+ *   /run/tuck/generations/<hierarchy>.json   one per hierarchy: the current
+ *       generation (number, layers with versions, since when, the overlay's
+ *       identity) and the overlays it replaced. tuckd and the namespace scan
+ *       read it. Lost on reboot, like the mounts it describes.
+ *   /run/tuck/staging.json   which image is mounted where in the staging
+ *       namespace, so unchanged images keep their mounts across refreshes.
+ *   /var/lib/tuck/versions.json   the highest version of each extension ever
+ *       activated (anti-downgrade); survives reboots.
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "image-class.h"
+#include "macro.h"
+
+typedef struct Layer {
+        char *name;          /* image name */
+        char *extension;     /* identity for versions */
+        char *version;       /* NULL: unversioned */
+        char *image;         /* path it was activated from */
+        char *fingerprint;
+} Layer;
+
+#define GENERATION_HISTORY_MAX 64
+
+typedef struct PastOverlay {
+        uint64_t number;
+        dev_t dev;
+} PastOverlay;
+
+typedef struct Generation {
+        char *hierarchy;     /* "/usr", without the root prefix */
+        ImageClass class;
+        bool merged;         /* false after unmerge: the number still counts on */
+        uint64_t number;
+        uint64_t since_usec; /* CLOCK_REALTIME */
+        dev_t overlay_dev;   /* st_dev of the overlay: the same in every namespace */
+        uint64_t overlay_mnt_id;   /* its mount ID in the namespace that made it */
+        dev_t base_dev;      /* st_dev of the base hierarchy below it */
+        uint64_t attr;       /* MOUNT_ATTR_* set on the overlay */
+        bool window;         /* installed with --allow-window (unmount, then mount) */
+        Layer *layers;       /* bottom to top */
+        size_t n_layers;
+        PastOverlay *history;    /* older overlays, newest first */
+        size_t n_history;
+} Generation;
+
+void layer_done(Layer *l);
+void generation_done(Generation *g);
+Generation *generation_free(Generation *g);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Generation *, generation_free);
+
+/* File-name form of a hierarchy: "/usr/local" -> "usr-local". */
+char *hierarchy_id(const char *hierarchy);
+
+json_object *generation_to_json(const Generation *g);
+int generation_from_json(json_object *o, Generation *ret);
+/* -ENOENT if the hierarchy was never merged since boot. */
+int generation_load(const char *run_dir, const char *hierarchy, Generation *ret);
+int generation_save(const char *run_dir, const Generation *g);
+
+/* Images mounted in the staging namespace. */
+typedef struct StagedImage {
+        unsigned id;         /* mounted at i/<id> */
+        ImageClass class;
+        char *path;
+        char *fingerprint;
+        char *loop;          /* "/dev/loopN" or NULL for directories */
+        bool used;           /* transient: referenced by a current generation */
+} StagedImage;
+
+typedef struct StagingTable {
+        uint64_t ns_ino;     /* the staging namespace this table describes */
+        unsigned next_id;
+        StagedImage *images;
+        size_t n_images;
+} StagingTable;
+
+void staging_table_done(StagingTable *t);
+int staging_table_load(const char *run_dir, StagingTable *ret);
+int staging_table_save(const char *run_dir, const StagingTable *t);
+StagedImage *staging_table_find(StagingTable *t, ImageClass c, const char *fingerprint);
+int staging_table_add(StagingTable *t, ImageClass c, const char *path, const char *fingerprint,
+                      const char *loop, unsigned *ret_id);
+void staging_table_remove(StagingTable *t, unsigned id);
+
+/* High-water marks: {"sysext": {"foo": "1.2"}, "confext": {...}}. */
+int versions_load(const char *state_dir, json_object **ret);
+int versions_save(const char *state_dir, json_object *v);
+const char *versions_get(json_object *v, ImageClass c, const char *extension);
+int versions_set(json_object *v, ImageClass c, const char *extension, const char *version);
+
+/* Writes a JSON object to a file atomically. */
+int json_save(const char *path, json_object *o);
+int json_load(const char *path, json_object **ret);

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+char *startswith(const char *s, const char *prefix) {
+        size_t l = strlen(prefix);
+
+        return strncmp(s, prefix, l) == 0 ? (char *) s + l : NULL;
+}
+
+char *endswith(const char *s, const char *suffix) {
+        size_t sl = strlen(s), pl = strlen(suffix);
+
+        if (sl < pl)
+                return NULL;
+        return streq(s + sl - pl, suffix) ? (char *) s + sl - pl : NULL;
+}
+
+char *strjoin_real(const char *first, ...) {
+        va_list ap;
+        size_t n = 0;
+        char *r, *p;
+
+        va_start(ap, first);
+        for (const char *s = first; s; s = va_arg(ap, const char *))
+                n += strlen(s);
+        va_end(ap);
+
+        r = malloc(n + 1);
+        if (!r)
+                return NULL;
+
+        p = r;
+        va_start(ap, first);
+        for (const char *s = first; s; s = va_arg(ap, const char *))
+                p = stpcpy(p, s);
+        va_end(ap);
+        *p = 0;
+        return r;
+}
+
+char *path_join_real(const char *first, ...) {
+        va_list ap;
+        size_t n = 1;
+        char *r, *p;
+
+        va_start(ap, first);
+        for (const char *s = first; s; s = va_arg(ap, const char *))
+                n += strlen(s) + 1;
+        va_end(ap);
+
+        r = p = malloc(n);
+        if (!r)
+                return NULL;
+
+        va_start(ap, first);
+        for (const char *s = first; s; s = va_arg(ap, const char *)) {
+                if (isempty(s))
+                        continue;
+                if (p > r && p[-1] != '/' && *s != '/')
+                        *p++ = '/';
+                if (p > r && p[-1] == '/')
+                        while (*s == '/' && s[1] != 0)
+                                s++;
+                if (p > r && p[-1] == '/' && streq(s, "/"))
+                        continue;
+                p = stpcpy(p, s);
+        }
+        va_end(ap);
+        *p = 0;
+        return r;
+}
+
+char *strstrip(char *s) {
+        char *e;
+
+        s += strspn(s, WHITESPACE);
+        for (e = s + strlen(s); e > s && strchr(WHITESPACE, e[-1]); e--)
+                ;
+        *e = 0;
+        return s;
+}
+
+int asprintf_safe(char **ret, const char *format, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(ret, format, ap);
+        va_end(ap);
+        if (r < 0) {
+                *ret = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void strv_free(char **l) {
+        STRV_FOREACH(s, l)
+                free(*s);
+        free(l);
+}
+
+size_t strv_length(char * const *l) {
+        size_t n = 0;
+
+        while (l && l[n])
+                n++;
+        return n;
+}
+
+bool strv_contains(char * const *l, const char *s) {
+        for (size_t i = 0; l && l[i]; i++)
+                if (streq(l[i], s))
+                        return true;
+        return false;
+}
+
+int strv_consume(char ***l, char *value) {
+        size_t n = strv_length(*l);
+        char **c;
+
+        if (!value)
+                return -ENOMEM;
+        c = realloc(*l, sizeof(char *) * (n + 2));
+        if (!c) {
+                free(value);
+                return -ENOMEM;
+        }
+        c[n] = value;
+        c[n + 1] = NULL;
+        *l = c;
+        return 0;
+}
+
+int strv_extend(char ***l, const char *value) {
+        return strv_consume(l, strdup(value));
+}
+
+char **strv_copy(char * const *l) {
+        _cleanup_strv_free_ char **c = calloc(1, sizeof(char *));
+
+        if (!c)
+                return NULL;
+        for (size_t i = 0; l && l[i]; i++)
+                if (strv_extend(&c, l[i]) < 0)
+                        return NULL;
+        return TAKE_PTR(c);
+}
+
+char **strv_split(const char *s, const char *separators) {
+        _cleanup_strv_free_ char **l = calloc(1, sizeof(char *));
+
+        if (!l)
+                return NULL;
+        for (;;) {
+                size_t n;
+
+                s += strspn(s, separators);
+                n = strcspn(s, separators);
+                if (n == 0)
+                        break;
+                if (strv_consume(&l, strndup(s, n)) < 0)
+                        return NULL;
+                s += n;
+        }
+        return TAKE_PTR(l);
+}
+
+char *strv_join(char * const *l, const char *separator) {
+        size_t n = 1, sl = strlen(separator);
+        char *r, *p;
+
+        for (size_t i = 0; l && l[i]; i++)
+                n += strlen(l[i]) + sl;
+        r = p = malloc(n);
+        if (!r)
+                return NULL;
+        *p = 0;
+        for (size_t i = 0; l && l[i]; i++) {
+                if (i > 0)
+                        p = stpcpy(p, separator);
+                p = stpcpy(p, l[i]);
+        }
+        return r;
+}
+
+int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0, allocated = 0;
+
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+
+        for (;;) {
+                ssize_t k;
+
+                if (n + 1 >= allocated) {
+                        char *b;
+
+                        if (allocated > max_size)
+                                return -EFBIG;
+                        allocated = allocated ? allocated * 2 : 4096;
+                        b = realloc(buf, allocated);
+                        if (!b)
+                                return -ENOMEM;
+                        buf = b;
+                }
+                k = read(fd, buf + n, allocated - n - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                n += k;
+        }
+        if (n > max_size)
+                return -EFBIG;
+        buf[n] = 0;
+        if (memchr(buf, 0, n))
+                return -EBADMSG;
+        *ret = TAKE_PTR(buf);
+        return (int) n;
+}
+
+int write_file_atomic(const char *path, const char *contents, mode_t mode) {
+        _cleanup_free_ char *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        size_t n = strlen(contents);
+        const char *p = contents;
+
+        if (asprintf_safe(&tmp, "%s.tmp.%d", path, (int) getpid()) < 0)
+                return -ENOMEM;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+
+                if (k < 0) {
+                        int r = -errno;
+
+                        if (r == -EINTR)
+                                continue;
+                        (void) unlink(tmp);
+                        return r;
+                }
+                p += k;
+                n -= k;
+        }
+        if (fsync(fd) < 0 || rename(tmp, path) < 0) {
+                int r = -errno;
+
+                (void) unlink(tmp);
+                return r;
+        }
+        return 0;
+}
+
+int mkdir_p(const char *path, mode_t mode) {
+        _cleanup_free_ char *p = strdup(path);
+
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p + 1; ; s++) {
+                bool end = *s == 0;
+
+                if (*s != '/' && !end)
+                        continue;
+                *s = 0;
+                if (mkdir(p, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                if (end)
+                        break;
+                *s = '/';
+        }
+        return 0;
+}
+
+uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+
+        (void) clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+char *format_timestamp(uint64_t realtime_usec) {
+        time_t t = (time_t) (realtime_usec / 1000000);
+        struct tm tm;
+        char buf[64];
+
+        if (realtime_usec == 0 || !localtime_r(&t, &tm))
+                return strdup("n/a");
+        if (strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S %Z", &tm) == 0)
+                return strdup("n/a");
+        return strdup(buf);
+}
+
+uint64_t fnv64(uint64_t h, const void *data, size_t n) {
+        const uint8_t *p = data;
+
+        for (size_t i = 0; i < n; i++) {
+                h ^= p[i];
+                h *= UINT64_C(0x100000001b3);
+        }
+        return h;
+}

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+
+#include "log.h"
+#include "macro.h"
+#include "tuckctl-bus.h"
+#include "util.h"
+
+#define TUCKD_BUS_NAME "org.tuck1"
+#define TUCKD_OBJECT_PATH "/org/tuck1"
+#define TUCKD_INTERFACE "org.tuck1.Manager"
+
+/* tuckd's refusals keep their meaning: tuckctl exits with EXIT_REFUSED. */
+static const sd_bus_error_map tuckd_errors[] = {
+        SD_BUS_ERROR_MAP("org.tuck1.Error.Refused", EPERM),
+        SD_BUS_ERROR_MAP_END,
+};
+
+/* A refresh of many images can take a while; the default 25 s is too short. */
+#define TUCKCTL_BUS_TIMEOUT_USEC (UINT64_C(5) * 60 * 1000000)
+
+int tuckctl_bus_available(const char *root) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_free_ char *their_root = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return r == -ENOENT || r == -ECONNREFUSED ? 0 : r;
+        /* No owner (tuckd not running) answers ServiceUnknown/NameHasNoOwner:
+         * no bus activation file is installed, so asking never starts it. */
+        r = sd_bus_get_property_string(bus, TUCKD_BUS_NAME, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
+                                       "Root", &error, &their_root);
+        if (r < 0) {
+                bool absent = sd_bus_error_has_names(&error, SD_BUS_ERROR_SERVICE_UNKNOWN,
+                                                     SD_BUS_ERROR_NAME_HAS_NO_OWNER);
+                sd_bus_error_free(&error);
+                return absent ? 0 : r;
+        }
+        /* A tuckd for another tree (a test's --root) is not ours to use. */
+        return streq(their_root, root ?: "/");
+}
+
+/* Calls @method on tuckd over a new connection returned in @ret_bus (the reply's). */
+static int call(sd_bus **ret_bus, const char *method, sd_bus_message **ret_reply, const char *types, ...) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        va_list ap;
+        int r;
+
+        (void) sd_bus_error_add_map(tuckd_errors);
+        r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return log_error_errno(r, "Failed to connect to the system bus: %m");
+        r = sd_bus_message_new_method_call(bus, &m, TUCKD_BUS_NAME, TUCKD_OBJECT_PATH,
+                                           TUCKD_INTERFACE, method);
+        if (r < 0)
+                return log_error_errno(r, "Failed to build the %s call: %m", method);
+        if (types) {
+                va_start(ap, types);
+                r = sd_bus_message_appendv(m, types, ap);
+                va_end(ap);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to build the %s call: %m", method);
+        }
+        r = sd_bus_call(bus, m, TUCKCTL_BUS_TIMEOUT_USEC, &error, ret_reply);
+        if (r < 0) {
+                log_error("tuckd: %s", error.message ?: strerror(-r));
+                sd_bus_error_free(&error);
+                return r;
+        }
+        *ret_bus = TAKE_PTR(bus);
+        return 0;
+}
+
+int tuckctl_bus_run(const char *verb, uint64_t flags, bool quiet) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        static const struct {
+                const char *verb, *method;
+        } table[] = {
+                { "merge",   "Merge"   },
+                { "refresh", "Refresh" },
+                { "unmerge", "Unmerge" },
+        };
+        const char *method = NULL;
+        int changed, r;
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (streq(verb, table[i].verb))
+                        method = table[i].method;
+        if (!method)
+                return log_error_errno(EINVAL, "'%s' cannot be run through tuckd.", verb);
+
+        r = call(&bus, method, &reply, "t", flags);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(reply, "b", &changed);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read tuckd's reply to %s: %m", method);
+        if (!quiet)
+                printf("%s (through tuckd): %s\n", verb, changed ? "done" : "nothing to do");
+        return changed ? 1 : 0;
+}
+
+int tuckctl_bus_json(const char *method) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *json;
+        int r;
+
+        r = call(&bus, method, &reply, NULL);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(reply, "s", &json);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read tuckd's reply to %s: %m", method);
+        fputs(json, stdout);
+        if (!*json || json[strlen(json) - 1] != '\n')
+                putchar('\n');
+        return 0;
+}
+
+int tuckctl_bus_try(const char *verb, const char *root, const TuckOptions *o, bool json, bool quiet,
+                    bool *ret_handled) {
+        uint64_t flags = 0;
+        int r;
+
+        *ret_handled = false;
+        if (json || o->allow_window || o->remove || o->classes != 0)
+                return 0;
+        if (!streq(verb, "merge") && !streq(verb, "refresh") && !streq(verb, "unmerge"))
+                return 0;
+        r = tuckctl_bus_available(root);
+        if (r <= 0) {
+                if (r < 0)
+                        log_debug_errno(r, "Cannot ask the system bus for tuckd, working directly: %m");
+                return 0;
+        }
+
+        if (o->force)
+                flags |= TUCKCTL_BUS_FORCE;
+        if (o->allow_downgrade)
+                flags |= TUCKCTL_BUS_ALLOW_DOWNGRADE;
+        *ret_handled = true;
+        return tuckctl_bus_run(verb, flags, quiet);
+}

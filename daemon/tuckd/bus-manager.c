@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * org.tuck1.Manager on /org/tuck1, name org.tuck1 on the system bus.
+ * docs/org.tuck1.Manager.5 is its reference. Mutating methods are for root
+ * only, checked twice: by the bus policy (units/org.tuck1.conf) and here, by
+ * the caller's effective uid as the bus reports it, so a permissive or
+ * broken policy still cannot let anyone else swap /usr.
+ */
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "macro.h"
+#include "manager.h"
+
+static int check_caller_is_root(sd_bus_message *msg, const char *method, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        uid_t euid;
+        int r;
+
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Failed to query the caller's credentials: %m");
+        r = sd_bus_creds_get_euid(creds, &euid);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Failed to get the caller's uid: %m");
+        if (euid != 0) {
+                const char *fields[] = { "TUCK_METHOD", method, NULL };
+
+                log_event(MESSAGE_ID_REFUSED, 4, fields,
+                          "%s refused: caller %s has uid %u, only root may change extensions.",
+                          method, sd_bus_message_get_sender(msg) ?: "?", (unsigned) euid);
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "Only root may call %s (caller uid %u).", method, (unsigned) euid);
+        }
+        return 0;
+}
+
+static int method_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const char *method, sd_bus_error *error) {
+        _cleanup_free_ char *reason = NULL;
+        char trigger[64];
+        uint64_t flags;
+        int r;
+
+        r = check_caller_is_root(msg, method, error);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_read(msg, "t", &flags);
+        if (r < 0)
+                return r;
+        if (flags & ~_ENGINE_FLAGS_ALL)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "Unknown flags 0x%llx for %s.",
+                                         (unsigned long long) (flags & ~_ENGINE_FLAGS_ALL), method);
+
+        snprintf(trigger, sizeof trigger, "D-Bus %s", method);
+        r = manager_run(m, verb, flags, trigger, &reason);
+        if (r < 0)
+                return sd_bus_error_setf(error, "org.tuck1.Error.Refused", "%s refused: %s",
+                                         method, reason ?: strerror(-r));
+
+        (void) sd_bus_emit_properties_changed(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
+                                              "Generations", "RefreshCount", "HealCount", NULL);
+        return sd_bus_reply_method_return(msg, "b", r > 0);
+}
+
+static int method_merge(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return method_verb(msg, userdata, ENGINE_MERGE, "Merge", error);
+}
+
+static int method_refresh(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return method_verb(msg, userdata, ENGINE_REFRESH, "Refresh", error);
+}
+
+static int method_unmerge(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return method_verb(msg, userdata, ENGINE_UNMERGE, "Unmerge", error);
+}
+
+static int method_json(sd_bus_message *msg, Manager *m, int (*get)(Engine *, char **), const char *method,
+                       sd_bus_error *error) {
+        _cleanup_free_ char *json = NULL;
+        int r;
+
+        r = get(m->engine, &json);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "%s failed: %m", method);
+        return sd_bus_reply_method_return(msg, "s", json);
+}
+
+static int method_status(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return method_json(msg, userdata, engine_status_json, "Status", error);
+}
+
+static int method_list(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return method_json(msg, userdata, engine_list_json, "List", error);
+}
+
+static int property_get_generations(sd_bus *bus, const char *path, const char *interface,
+                                    const char *property, sd_bus_message *reply, void *userdata,
+                                    sd_bus_error *error) {
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "{st}");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m->n_hierarchies; i++) {
+                r = sd_bus_message_append(reply, "{st}", m->hierarchies[i].path,
+                                          m->hierarchies[i].current.generation);
+                if (r < 0)
+                        return r;
+        }
+        return sd_bus_message_close_container(reply);
+}
+
+static int property_get_policy(sd_bus *bus, const char *path, const char *interface,
+                               const char *property, sd_bus_message *reply, void *userdata,
+                               sd_bus_error *error) {
+        Manager *m = userdata;
+
+        return sd_bus_message_append(reply, "s", stale_policy_to_string(m->config.stale_policy));
+}
+
+static int property_get_version(sd_bus *bus, const char *path, const char *interface,
+                                const char *property, sd_bus_message *reply, void *userdata,
+                                sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", PROJECT_VERSION);
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+
+        SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Root", "s", NULL, offsetof(Manager, root), SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Generations", "a{st}", property_get_generations, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("StalePolicy", "s", property_get_policy, 0, 0),
+        SD_BUS_PROPERTY("QuietPeriodUSec", "t", NULL, offsetof(Manager, config.quiet_usec), 0),
+        SD_BUS_PROPERTY("RefreshCount", "t", NULL, offsetof(Manager, refresh_count),
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("HealCount", "t", NULL, offsetof(Manager, heal_count),
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+
+        SD_BUS_METHOD_WITH_ARGS("Merge",
+                                SD_BUS_ARGS("t", flags),
+                                SD_BUS_RESULT("b", changed),
+                                method_merge, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Refresh",
+                                SD_BUS_ARGS("t", flags),
+                                SD_BUS_RESULT("b", changed),
+                                method_refresh, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Unmerge",
+                                SD_BUS_ARGS("t", flags),
+                                SD_BUS_RESULT("b", changed),
+                                method_unmerge, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Status",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("s", status_json),
+                                method_status, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("List",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("s", images_json),
+                                method_list, SD_BUS_VTABLE_UNPRIVILEGED),
+
+        SD_BUS_SIGNAL_WITH_ARGS("GenerationChanged",
+                                SD_BUS_ARGS("s", hierarchy, "t", old_generation, "t", new_generation),
+                                0),
+        SD_BUS_SIGNAL_WITH_ARGS("NamespaceStale",
+                                SD_BUS_ARGS("s", hierarchy, "u", pid, "s", comm, "s", unit,
+                                            "s", machine, "s", action, "s", outcome),
+                                0),
+
+        SD_BUS_VTABLE_END,
+};
+
+int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t old_gen, uint64_t new_gen) {
+        if (!m->bus)
+                return 0;
+        (void) sd_bus_emit_properties_changed(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE,
+                                              "Generations", NULL);
+        return sd_bus_emit_signal(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, "GenerationChanged",
+                                  "stt", hierarchy, old_gen, new_gen);
+}
+
+int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome) {
+        if (!m->bus)
+                return 0;
+        return sd_bus_emit_signal(m->bus, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, "NamespaceStale",
+                                  "sussss" "s", hierarchy, (uint32_t) r->view.pid, r->view.comm,
+                                  r->view.unit ?: "", r->view.machine ?: "",
+                                  heal_action_to_string(r->action), outcome);
+}
+
+int manager_restart_unit(Manager *m, const char *unit) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = sd_bus_call_method(m->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "RestartUnit", &error, &reply,
+                               "ss", unit, "replace");
+        if (r < 0)
+                log_warning_errno(r, "Failed to restart '%s': %s", unit, error.message ?: strerror(-r));
+        sd_bus_error_free(&error);
+        return r;
+}
+
+static int on_name_acquired(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        Manager *m = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+
+        if (e) {
+                /* Another tuckd owns it (or the policy forbids us): two daemons
+                 * must never swap the same hierarchies. */
+                log_error("Failed to acquire the bus name %s: %s", TUCKD_BUS_NAME, e->message);
+                return sd_event_exit(m->event, -EEXIST);
+        }
+        log_info("Acquired %s on the system bus.", TUCKD_BUS_NAME);
+        return 0;
+}
+
+static int on_bus_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        (void) manager_connect_bus(m);
+        return 0;
+}
+
+static int schedule_bus_retry(Manager *m) {
+        uint64_t now;
+        int r;
+
+        r = sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        if (r < 0)
+                return r;
+        if (!m->bus_retry) {
+                r = sd_event_add_time(m->event, &m->bus_retry, CLOCK_MONOTONIC, now + USEC_PER_SEC, 0,
+                                      on_bus_retry, m);
+                if (r < 0)
+                        return r;
+        } else
+                (void) sd_event_source_set_time(m->bus_retry, now + USEC_PER_SEC);
+        return sd_event_source_set_enabled(m->bus_retry, SD_EVENT_ONESHOT);
+}
+
+static int on_disconnected(sd_bus_message *msg, void *userdata, sd_bus_error *ret_error) {
+        Manager *m = userdata;
+
+        log_warning("Lost the system bus, reconnecting.");
+        m->bus = sd_bus_flush_close_unref(m->bus);
+        (void) schedule_bus_retry(m);
+        return 0;
+}
+
+/*
+ * tuckd starts before sysinit.target, when the system bus may not be up yet:
+ * mounts come first, the API joins when the bus does (retried every second,
+ * and after a bus restart).
+ */
+int manager_connect_bus(Manager *m) {
+        int r;
+
+        if (m->bus)
+                return 0;
+
+        r = sd_bus_open_system(&m->bus);
+        if (r < 0) {
+                log_debug_errno(r, "System bus not available yet, retrying: %m");
+                return schedule_bus_retry(m);
+        }
+        (void) sd_bus_set_description(m->bus, "tuckd");
+
+        r = sd_bus_add_object_vtable(m->bus, NULL, TUCKD_OBJECT_PATH, TUCKD_INTERFACE, manager_vtable, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to register %s: %m", TUCKD_OBJECT_PATH);
+
+        r = sd_bus_match_signal_async(m->bus, NULL, "org.freedesktop.DBus.Local", NULL,
+                                      "org.freedesktop.DBus.Local", "Disconnected",
+                                      on_disconnected, NULL, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch for bus disconnection: %m");
+
+        r = sd_bus_request_name_async(m->bus, NULL, TUCKD_BUS_NAME, 0, on_name_acquired, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to request the bus name %s: %m", TUCKD_BUS_NAME);
+
+        r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to attach the bus to the event loop: %m");
+        return 0;
+}

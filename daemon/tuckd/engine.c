@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* tuckd's view of libtuck (tuck.h): see engine.h. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine.h"
+#include "log.h"
+#include "macro.h"
+#include "status.h"
+#include "tuck.h"
+#include "util.h"
+
+struct Engine {
+        TuckContext *ctx;
+        const TuckHierarchy *hierarchies;
+        size_t n_hierarchies;
+        const char **paths;
+        size_t n_dirs;
+
+        /* For the duration of engine_run(). */
+        const EngineHooks *hooks;
+};
+
+static const char *const engine_verb_table[_ENGINE_VERB_MAX] = {
+        [ENGINE_MERGE] = "merge",
+        [ENGINE_REFRESH] = "refresh",
+        [ENGINE_UNMERGE] = "unmerge",
+};
+
+const char *engine_verb_to_string(EngineVerb v) {
+        return v >= 0 && v < _ENGINE_VERB_MAX ? engine_verb_table[v] : NULL;
+}
+
+int engine_new(const char *root, const char *config, Engine **ret) {
+        _cleanup_free_ char *error = NULL;
+        Engine *e;
+        int r;
+
+        e = calloc(1, sizeof *e);
+        if (!e)
+                return -ENOMEM;
+        r = tuck_context_new(root, config, &e->ctx, &error);
+        if (r < 0) {
+                log_error("Failed to set up libtuck: %s", error ?: strerror(-r));
+                free(e);
+                return r;
+        }
+        e->n_hierarchies = tuck_context_hierarchies(e->ctx, &e->hierarchies);
+        e->paths = calloc(e->n_hierarchies ?: 1, sizeof *e->paths);
+        if (!e->paths) {
+                engine_free(e);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < e->n_hierarchies; i++)
+                e->paths[i] = e->hierarchies[i].full;
+        *ret = e;
+        return 0;
+}
+
+Engine *engine_free(Engine *e) {
+        if (!e)
+                return NULL;
+        tuck_context_free(e->ctx);
+        free(e->paths);
+        free(e);
+        return NULL;
+}
+
+size_t engine_hierarchies(Engine *e, const char *const **ret) {
+        *ret = e->paths;
+        return e->n_hierarchies;
+}
+
+size_t engine_image_dirs(Engine *e, const char *const **ret) {
+        char * const *dirs = tuck_context_image_dirs(e->ctx);
+
+        *ret = (const char *const *) dirs;
+        return strv_length(dirs);
+}
+
+int engine_generation(Engine *e, size_t hierarchy, EngineGeneration *ret) {
+        Generation g = {};
+        struct stat st;
+        int r;
+
+        if (stat(e->paths[hierarchy], &st) < 0)
+                return -errno;
+        r = tuck_generation(e->ctx, &e->hierarchies[hierarchy], &g);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        *ret = (EngineGeneration) {
+                .generation = r >= 0 && g.merged ? g.number : 0,
+                .dev = st.st_dev,
+        };
+        if (r >= 0)
+                generation_done(&g);
+        return 0;
+}
+
+size_t engine_past_devs(Engine *e, size_t hierarchy, dev_t *devs, size_t max) {
+        Generation g = {};
+        size_t n = 0;
+
+        if (tuck_generation(e->ctx, &e->hierarchies[hierarchy], &g) < 0)
+                return 0;
+        for (size_t i = 0; i < g.n_history && n < max; i++)
+                devs[n++] = g.history[i].dev;
+        /* After an unmerge the last overlay is history too, for namespaces. */
+        if (!g.merged && g.overlay_dev != 0 && n < max)
+                devs[n++] = g.overlay_dev;
+        generation_done(&g);
+        return n;
+}
+
+static size_t hierarchy_index(Engine *e, const TuckHierarchy *h) {
+        for (size_t i = 0; i < e->n_hierarchies; i++)
+                if (&e->hierarchies[i] == h || streq(e->hierarchies[i].path, h->path))
+                        return i;
+        return SIZE_MAX;
+}
+
+static EngineSwap swap_from_event(Engine *e, const TuckSwapEvent *ev) {
+        size_t i = hierarchy_index(e, ev->hierarchy);
+
+        return (EngineSwap) {
+                .hierarchy = i,
+                .path = ev->hierarchy->full,
+                .generation = ev->generation,
+                .old_dev = ev->old_dev,
+                .new_dev = ev->new_dev,
+                .attr = ev->attr,
+                .fd = ev->fd,
+        };
+}
+
+static int hook_before(const TuckSwapEvent *ev, void *userdata) {
+        Engine *e = userdata;
+        EngineSwap s = swap_from_event(e, ev);
+
+        if (e->hooks && e->hooks->before_swap && s.hierarchy != SIZE_MAX)
+                e->hooks->before_swap(&s, e->hooks->userdata);
+        return 0;       /* healing never blocks the host's swap */
+}
+
+static void hook_after(const TuckSwapEvent *ev, void *userdata) {
+        Engine *e = userdata;
+        EngineSwap s = swap_from_event(e, ev);
+
+        if (e->hooks && e->hooks->after_swap && s.hierarchy != SIZE_MAX)
+                e->hooks->after_swap(&s, e->hooks->userdata);
+}
+
+/* "usr: why; etc: why" from the hierarchies that were refused or failed. */
+static char *report_reasons(const Report *r) {
+        _cleanup_strv_free_ char **l = NULL;
+
+        if (r->message)
+                (void) strv_extend(&l, r->message);
+        for (size_t i = 0; i < r->n_hierarchies; i++) {
+                const HierarchyReport *h = r->hierarchies + i;
+                char *s;
+
+                if (h->outcome != OUTCOME_REFUSED && h->outcome != OUTCOME_FAILED)
+                        continue;
+                if (asprintf_safe(&s, "%s: %s", h->hierarchy, h->message ?: strerror(-h->error)) >= 0)
+                        (void) strv_consume(&l, s);
+        }
+        return l ? strv_join(l, "; ") : NULL;
+}
+
+int engine_run(Engine *e, EngineVerb verb, uint64_t flags, const EngineHooks *hooks, char **ret_error) {
+        static int (*const verbs[_ENGINE_VERB_MAX])(TuckContext *, const TuckOptions *, Report **) = {
+                [ENGINE_MERGE] = tuck_merge,
+                [ENGINE_REFRESH] = tuck_refresh,
+                [ENGINE_UNMERGE] = tuck_unmerge,
+        };
+        _cleanup_report_ Report *report = NULL;
+        TuckHooks th = { .before_swap = hook_before, .after_swap = hook_after, .userdata = e };
+        TuckOptions o = {
+                .force = flags & ENGINE_FORCE,
+                .allow_downgrade = flags & ENGINE_ALLOW_DOWNGRADE,
+                .hooks = &th,
+        };
+        int r;
+
+        e->hooks = hooks;
+        r = verbs[verb](e->ctx, &o, &report);
+        e->hooks = NULL;
+
+        if (ret_error)
+                *ret_error = report ? report_reasons(report) : NULL;
+        for (size_t i = 0; report && i < strv_length(report->warnings); i++)
+                log_warning("%s", report->warnings[i]);
+        return r;
+}
+
+/* The same rendering as tuckctl --json. */
+static int json_to_string(json_object *o, char **ret) {
+        char *s;
+
+        if (!o)
+                return -ENOMEM;
+        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int engine_status_json(Engine *e, char **ret) {
+        Status *s = NULL;
+        int r;
+
+        r = tuck_status(e->ctx, &s);
+        if (r < 0)
+                return r;
+        r = json_to_string(status_to_json(s), ret);
+        status_free(s);
+        return r;
+}
+
+int engine_list_json(Engine *e, char **ret) {
+        ImageList *l = NULL;
+        int r;
+
+        r = tuck_list(e->ctx, &(TuckOptions) {}, &l);
+        if (r < 0)
+                return r;
+        r = json_to_string(image_list_to_json(l), ret);
+        image_list_free(l);
+        return r;
+}
+
+int engine_recover(Engine *e) {
+        return tuck_recover(e->ctx);
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "engine.h"
+#include "heal.h"
+#include "tuckd-conf.h"
+
+#define TUCKD_BUS_NAME "org.tuck1"
+#define TUCKD_OBJECT_PATH "/org/tuck1"
+#define TUCKD_INTERFACE "org.tuck1.Manager"
+
+/* How many superseded overlays per hierarchy we remember as "ours" when
+ * looking for namespaces left on an old generation. */
+#define STALE_DEVS_MAX 16
+
+/* The strictest flags a namespace has been seen with on a hierarchy. */
+typedef struct NsFlags {
+        uint64_t ns_ino;
+        uint64_t attr;
+} NsFlags;
+
+typedef struct Hierarchy {
+        const char *path;
+        EngineGeneration current;
+        dev_t stale_devs[STALE_DEVS_MAX];
+        size_t n_stale_devs;
+        bool logged;                    /* this run's change is logged already */
+        NsView *before;                 /* snapshot taken before a swap */
+        NsFlags *flags;                 /* per namespace, so a loosening seen under
+                                         * report is still undone by a later heal */
+        size_t n_flags;
+        size_t n_before;
+} Hierarchy;
+
+typedef struct Manager {
+        sd_event *event;
+        sd_bus *bus;
+        sd_event_source *refresh_timer;
+        sd_event_source **watches;
+        sd_event_source *rewatch;
+        sd_event_source *bus_retry;
+        size_t n_watches;
+
+        char *root;
+        char *config_path;
+        DaemonConfig config;
+        Engine *engine;
+
+        Hierarchy *hierarchies;
+        size_t n_hierarchies;
+
+        EngineVerb running_verb;        /* while manager_run() runs */
+        const char *running_trigger;
+
+        uint64_t burst_start_usec;      /* first change of the pending burst, 0 = none */
+        uint64_t refresh_count;         /* verbs run (merge/refresh/unmerge), any outcome */
+        uint64_t swap_count;            /* of those, how many changed a generation */
+        uint64_t heal_count;            /* namespaces healed */
+} Manager;
+
+int manager_new(const char *root, const char *config_path, Manager **ret);
+Manager *manager_free(Manager *m);
+
+int manager_start(Manager *m);                  /* recover, adopt, watch, bus */
+int manager_reload(Manager *m);                 /* SIGHUP: re-read config, re-watch, refresh */
+
+/*
+ * Run a verb now: snapshot namespaces, run it, heal or report, log, signal.
+ * @ret_error gets the reason of a failure (owned).
+ */
+int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger, char **ret_error);
+
+/* A change in an image directory: refresh after the quiet period. */
+void manager_schedule_refresh(Manager *m, const char *why);
+
+void manager_notify_status(Manager *m);
+
+/* Heal (or report) namespaces behind the current generation, without a swap. */
+void manager_heal_now(Manager *m, const char *trigger);
+
+/* watch.c */
+int manager_watch_images(Manager *m);
+void manager_unwatch_images(Manager *m);
+/* 1 if an image file is open for writing (path in *ret_path), else 0. */
+int manager_images_busy(Manager *m, char **ret_path);
+
+/* bus-manager.c */
+int manager_connect_bus(Manager *m);
+int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t old_gen, uint64_t new_gen);
+int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome);
+int manager_restart_unit(Manager *m, const char *unit);
+
+/* log-journal.c: one structured journal entry per event, plus the readable line. */
+void log_event(const char *message_id, int priority, const char *fields[], const char *format, ...)
+        __attribute__((format(printf, 4, 5)));
+void log_setup_journal(void);
+
+#define MESSAGE_ID_MERGED    "e33a64a37fdd4ed08461ec5fc4eab05a"
+#define MESSAGE_ID_REFRESHED "422132a242a0458bba8d9dc325bf0e2f"
+#define MESSAGE_ID_REFUSED   "a5c9fd731e88490fbc12620ea801653d"
+#define MESSAGE_ID_HEALED    "e31ca6970a1d42cdb02b12431d3ab01e"
+#define MESSAGE_ID_STALE     "5caeb1603632417eb7da23c50dbef12a"
+#define MESSAGE_ID_UNMERGED  "51afd983890a42cea6d171ad651bd37a"
+
+static inline void manager_freep(Manager **m) {
+        manager_free(*m);
+}

@@ -1,0 +1,233 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Every failure path leaves the old generation in place: the host's and a
+# service's mount tables byte-for-byte the same, the old content visible, and
+# an error that says why. Each case starts from a fresh host-like tree.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+# A fresh host with foo 2.0 (label A) and cfg 1 (label CA) merged, and a service.
+setup_merged() {
+        [[ -n $ROOT ]] && teardown
+        host_setup
+        A=$(mkimg foo 2.0 sysext A)
+        CA=$(mkimg cfg 1 confext CA)
+        install_img "$A" foo
+        install_img "$CA" cfg run/confexts
+        tuck merge -v >/dev/null 2>"$ROOT/tmp/merge.log" || { cat "$ROOT/tmp/merge.log"; exit 1; }
+        service plain
+        PLAIN=$SERVICE_PID
+}
+
+teardown() {
+        local pid
+        for pid in "${SERVICE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+        wait 2>/dev/null || true
+        SERVICE_PIDS=()
+        umount -R -l "$ROOT"
+        rmdir "$ROOT"
+        rm -rf "$IMAGES"
+        ROOT= IMAGES=
+}
+
+# Everything, or with ONLY=/opt just that hierarchy (the others may go ahead).
+snapshot() {
+        local filter=.
+        [[ -n ${ONLY:-} ]] && filter=" $ROOT$ONLY "
+        grep -- "$filter" /proc/self/mountinfo || true
+        echo ---
+        nsenter --mount --target "$PLAIN" cat /proc/self/mountinfo | grep -- "$filter" || true
+        echo ---
+        if [[ -n ${ONLY:-} ]]; then
+                cat "$ROOT/${ONLY#/}/"{,lib/}tuck-probe/generation 2>/dev/null || true
+                cat "$ROOT/run/tuck/generations/${ONLY#/}.json"
+        else
+                probe_label "$ROOT/usr/lib/tuck-probe/generation"
+                probe_label "$ROOT/etc/tuck-probe/generation"
+                cat "$ROOT"/run/tuck/generations/*.json
+        fi
+}
+
+# fails_unchanged DESCRIPTION EXIT-CODE MESSAGE-REGEX CMD...: CMD exits with
+# EXIT-CODE, says MESSAGE-REGEX, and nothing changed.
+fails_unchanged() {
+        local what=$1 want_rc=$2 regex=$3 rc=0 before after out
+        shift 3
+        before=$(snapshot)
+        out=$("$@" 2>&1) || rc=$?
+        after=$(snapshot)
+        diag "$out"
+        expect_eq "$what: exit status" "$rc" "$want_rc"
+        if grep -Eq -- "$regex" <<<"$out"; then ok "$what: says why"; else not_ok "$what: says why (no /$regex/)"; fi
+        if [[ $before == "$after" ]]; then
+                ok "$what: mount tables, content and generation record unchanged"
+        else
+                not_ok "$what: mount tables, content and generation record unchanged"
+                diff <(echo "$before") <(echo "$after") | sed 's/^/# /' || true
+        fi
+}
+
+# --- bad images are reported, the rest are merged -------------------------
+host_setup
+good=$(mkimg foo 1 sysext A)
+wrong_os=$(mkimg bar 1 sysext X --id=not-this-os)
+no_release=$(mkimg baz 1 sysext X --no-release)
+install_img "$good" foo
+install_img "$wrong_os" bar
+install_img "$no_release" baz
+truncate -s 2M "$ROOT/run/extensions/ddi.raw"
+echo 'label: gpt' | sfdisk -q "$ROOT/run/extensions/ddi.raw" >/dev/null
+head -c 8192 /dev/urandom >"$ROOT/run/extensions/junk.raw"
+out=$(tuck merge 2>&1)
+diag "$out"
+expect_eq "a bad image does not stop the others: foo is merged" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" A
+check "the wrong-OS image is reported with the reason" grep -q "Skipped sysext image '.*bar.raw': built for OS 'not-this-os'" <<<"$out"
+check "the image without a release file is reported" grep -q "baz.raw': no usr/lib/extension-release.d/" <<<"$out"
+check "a GPT disk image is refused: not supported yet" grep -q "ddi.raw': GPT disk images (DDIs) are not supported yet" <<<"$out"
+check "a file without squashfs/erofs is refused" grep -q "junk.raw': no squashfs or erofs file system found" <<<"$out"
+list=$(tuck list)
+diag "$list"
+check "list says why each bad image is not usable" test "$(grep -c 'not usable:' <<<"$list")" = 4
+check "list --json: 1 valid, 4 invalid" python3 -c '
+import json, sys
+l = json.load(sys.stdin)
+assert sorted(i["name"] for i in l if i["valid"]) == ["foo"], l
+assert len([i for i in l if not i["valid"]]) == 4
+' <<<"$(tuck list --json)"
+
+# --- a hierarchy that does not exist is skipped, the others merged --------------
+tuck unmerge >/dev/null
+rm -rf "$ROOT/opt"
+out=$(tuck merge 2>&1)
+diag "$out"
+check "a missing /opt is skipped and said so" grep -q "^/opt: nothing: .*/opt does not exist here, skipped" <<<"$out"
+check "/usr is merged anyway" grep -q '^/usr: merged' <<<"$out"
+
+# --- an active extension whose new image is bad is not dropped -------------
+setup_merged
+bad=$(mkimg foo 3.0 sysext B --id=not-this-os)
+install_img "$bad" foo
+fails_unchanged "active extension, new image invalid" 3 \
+        "extension 'foo' \(active, version 2.0\) would be dropped: its image .* is not valid: built for OS 'not-this-os'.*--remove=foo or --allow-downgrade" \
+        tuck refresh
+check "the confext hierarchy went ahead independently (nothing to do)" grep -q '^/etc: unchanged' <<<"$(tuck refresh 2>&1 || true)"
+
+# --- downgrade -----------------------------------------------------------
+setup_merged
+old=$(mkimg foo 1.9 sysext OLD)
+install_img "$old" foo
+fails_unchanged "downgrade 2.0 -> 1.9" 3 \
+        "extension 'foo' would be downgraded from 2.0 to 1.9 .*--allow-downgrade" tuck refresh
+out=$(tuck refresh --allow-downgrade 2>&1)
+check "--allow-downgrade activates it" grep -q '^/usr: refreshed' <<<"$out"
+expect_eq "and the host sees it" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" OLD
+check "the high-water mark stays at 2.0" grep -q '"foo":"2.0"' <<<"$(tr -d ' \n' <"$ROOT/var/lib/tuck/versions.json")"
+# A reboot: /run is gone (mounts and records), /var/lib/tuck stays.
+tuck unmerge >/dev/null
+umount "$ROOT/run/tuck/staging.mnt"
+umount "$ROOT/run/tuck"
+rm -rf "$ROOT/run/tuck"
+rc=0; out=$(tuck merge 2>&1) || rc=$?
+diag "$out"
+expect_eq "after a reboot, merging the older version is still refused" "$rc" 3
+expect_eq "and nothing is merged" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" base
+
+# --- an unrequested removal ------------------------------------------------
+setup_merged
+rm "$ROOT/run/extensions/foo.raw"
+fails_unchanged "image of an active extension removed" 3 \
+        "extension 'foo' \(active, version 2.0\) would be dropped: its image is gone .*--remove=foo" tuck refresh
+out=$(tuck refresh --remove=foo 2>&1)
+check "--remove=foo: the removal was requested, the hierarchy is unmerged" grep -q '^/usr: unmerged' <<<"$out"
+expect_eq "the base is visible" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" base
+
+# --- kernel without MOVE_MOUNT_BENEATH (hidden by seccomp) -----------------
+setup_merged
+B=$(mkimg foo 2.1 sysext B)
+install_img "$B" foo
+fails_unchanged "no MOVE_MOUNT_BENEATH" 4 \
+        "the kernel lacks MOVE_MOUNT_BENEATH .*--allow-window" "$TUCK_FAULT" --hide-beneath -- "$TUCKCTL" --root="$ROOT" refresh
+check "status says the feature is missing" grep -q "MOVE_MOUNT_BENEATH: NOT supported" \
+        <<<"$("$TUCK_FAULT" --hide-beneath -- "$TUCKCTL" --root="$ROOT" status)"
+out=$("$TUCK_FAULT" --hide-beneath -- "$TUCKCTL" --root="$ROOT" refresh --allow-window 2>&1)
+diag "$out"
+check "--allow-window refreshes anyway" grep -q '^/usr: refreshed' <<<"$out"
+check "and says loudly that it opened a window" grep -q 'WARNING: this swap opened a window' <<<"$out"
+check "the generation record says so" grep -q '"window":true' <<<"$(tr -d ' \n' <"$ROOT/run/tuck/generations/usr.json")"
+
+# --- injected failures before the swap --------------------------------------
+setup_merged
+B=$(mkimg foo 2.1 sysext B)
+install_img "$B" foo
+# mount(2) with MS_RDONLY|MS_NODEV is the sysext overlay (confext adds nosuid, noexec).
+fails_unchanged "overlay mount fails (EIO injected)" 1 \
+        "/usr: failed, generation 1: overlayfs refused 2 layers: Input/output error; generation 1 left in place" \
+        "$TUCK_FAULT" --fail=mount:EIO:3=5 -- "$TUCKCTL" --root="$ROOT" refresh
+# A detached tree moved beneath (F_EMPTY_PATH|BENEATH) is the swap itself; the probe moves by path.
+fails_unchanged "the swap fails (EIO injected into move_mount beneath)" 1 \
+        "cannot move the new overlay beneath the live one: Input/output error; generation 1 left in place" \
+        "$TUCK_FAULT" --fail=move_mount:EIO:4=0x204 -- "$TUCKCTL" --root="$ROOT" refresh
+fails_unchanged "cloning the assembled overlay fails (ENOMEM injected)" 1 \
+        "cannot clone the assembled overlay" \
+        "$TUCK_FAULT" --fail=open_tree:ENOMEM:2=0x88001 -- "$TUCKCTL" --root="$ROOT" refresh
+fails_unchanged "no loop device (LOOP_CONFIGURE fails)" 3 \
+        "image .* is not valid: cannot mount: No space left on device" \
+        "$TUCK_FAULT" --fail=ioctl:ENOSPC:1=0x4C0A -- "$TUCKCTL" --root="$ROOT" refresh
+out=$(tuck refresh 2>&1)
+check "with the faults gone the same refresh succeeds" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$out"
+
+# --- a crash in the middle of a refresh -------------------------------------------
+setup_merged
+staging_mounts() { python3 -c 'import json,sys; print(json.load(sys.stdin)["staging_mounts"])' <<<"$(tuck status --json)"; }
+normal=$(staging_mounts)
+install_img "$(mkimg foo 2.1 sysext B)" foo
+# Killed (SIGSYS) right after the overlay was assembled in the staging namespace,
+# before it is cloned out: new image staged, overlay mounted there, nothing saved.
+fails_unchanged "tuckctl killed mid-refresh" 159 "" \
+        "$TUCK_FAULT" --kill=open_tree:2=0x88001 -- "$TUCKCTL" --root="$ROOT" refresh
+crashed=$(staging_mounts)
+diag "staging mounts: $normal normally, $crashed after the crash"
+check "the crash left mounts behind in the staging namespace ($crashed > $normal)" test "$crashed" -gt "$normal"
+out=$(tuck refresh 2>&1)
+check "the next refresh works" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$out"
+expect_eq "and cleans up what the crash left (staging mounts back to $normal)" "$(staging_mounts)" "$normal"
+
+# --- lock contention ----------------------------------------------------------
+setup_merged
+B=$(mkimg foo 2.1 sysext B)
+install_img "$B" foo
+flock "$ROOT/run/tuck/lock" sleep 3 &
+holder=$!
+sleep 0.3
+fails_unchanged "lock held, --no-block" 5 "another tuck operation holds .*/lock" tuck refresh --no-block
+start=$SECONDS
+out=$(tuck refresh 2>&1)
+check "without --no-block it waits for the lock, then refreshes" grep -q '^/usr: refreshed' <<<"$out"
+check "it waited (~3 s)" test $((SECONDS - start)) -ge 1
+wait "$holder"
+
+# --- a nested mount whose mount point is gone in the new generation -----------
+setup_merged
+mkdir -p "$IMAGES/tree/opt/app"
+nested=$("$MKEXT" --label=N foo 2.1 sysext "$IMAGES/tree" "$IMAGES/nested.raw" && echo "$IMAGES/nested.raw")
+install_img "$nested" foo
+tuck refresh >/dev/null
+mount -t tmpfs nested "$ROOT/opt/app"
+install_img "$(mkimg foo 2.2 sysext B)" foo
+ONLY=/opt fails_unchanged "nested mount without a mount point in the new generation" 1 \
+        "nested mount 'app' has no mount point in the new generation" tuck refresh
+expect_eq "each hierarchy on its own: /usr went ahead" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" B
+umount "$ROOT/opt/app"
+
+# --- something mounted on top of our overlay ----------------------------------
+setup_merged
+install_img "$(mkimg foo 2.1 sysext B)" foo
+mount --bind "$ROOT/usr" "$ROOT/usr"
+ONLY=/usr fails_unchanged "someone's mount on top of our overlay" 1 \
+        "something is mounted on top of our overlay at /usr .*refusing to swap beneath it" tuck refresh
+expect_eq "each hierarchy on its own: /opt went ahead" "$(probe_label "$ROOT/opt/tuck-probe/generation")" B
+umount "$ROOT/usr"
+
+teardown
+tap_done

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * Drives the healing primitive for tests/host/tuckd-heal.sh without tuckd:
+ *
+ *   tuckd-heal-tool swap ROOT HIERARCHY SOURCE heal|report [OLD...]
+ *
+ * does what tuckd does around one swap: snapshot the namespaces that see the
+ * current top of HIERARCHY, swap a clone of SOURCE in beneath it (the host's
+ * refresh, with the current top's flags), then find the namespaces that did
+ * not follow and heal or only report them, one line each. The st_dev of
+ * each OLD path counts as one of ours too (tuckd remembers superseded
+ * overlays the same way), so namespaces left behind earlier are found.
+ *
+ *   tuckd-heal-tool view PID ROOT HIERARCHY
+ *
+ * prints one namespace's view (dev, mount id, flags).
+ */
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+
+#include "heal.h"
+#include "macro.h"
+#include "mount-api.h"
+#include "mountinfo.h"
+
+static void print_view(const char *prefix, const NsView *v, uint64_t attr) {
+        char buf[32];
+
+        printf("%s pid=%d comm=%s unit=%s machine=%s path=%s dev=%u:%u flags=%s",
+               prefix, (int) v->pid, v->comm, v->unit ?: "-", v->machine ?: "-", v->path,
+               major(v->dev), minor(v->dev), mount_attr_to_string(attr, buf, 32));
+}
+
+static int host_swap(const char *hierarchy, const char *source) {
+        _cleanup_close_ int top = -EBADF, tree = -EBADF;
+        struct statfs sfs;
+        struct mount_attr a = {};
+
+        top = open(hierarchy, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (top < 0 || fstatfs(top, &sfs) < 0)
+                return negative_errno();
+        if (sfs.f_flags & ST_RDONLY)
+                a.attr_set |= MOUNT_ATTR_RDONLY;
+        if (sfs.f_flags & ST_NODEV)
+                a.attr_set |= MOUNT_ATTR_NODEV;
+
+        tree = open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (tree < 0)
+                return negative_errno();
+        if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+                return negative_errno();
+        if (move_mount(tree, "", AT_FDCWD, hierarchy, MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
+                return negative_errno();
+        if (umount2(hierarchy, MNT_DETACH) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static int verb_swap(const char *root, const char *hierarchy, const char *source, bool heal,
+                     char **old_paths, int n_old) {
+        _cleanup_close_ int host_fd = -EBADF;
+        NsView *before = NULL;
+        HealReport *reports = NULL;
+        size_t n_before = 0, n = 0;
+        struct stat st;
+        dev_t devs[1 + n_old];
+        int r;
+
+        if (stat(hierarchy, &st) < 0)
+                return negative_errno();
+        devs[0] = st.st_dev;
+        for (int i = 0; i < n_old; i++) {
+                if (stat(old_paths[i], &st) < 0)
+                        return negative_errno();
+                devs[1 + i] = st.st_dev;
+        }
+
+        r = heal_snapshot(root, hierarchy, devs, 1 + n_old, &before, &n_before);
+        if (r < 0)
+                return r;
+        if (heal) {
+                struct statfs sfs;
+
+                if (statfs(hierarchy, &sfs) < 0)
+                        return negative_errno();
+                r = heal_pin_loosenable(before, n_before,
+                                        (sfs.f_flags & ST_RDONLY ? MOUNT_ATTR_RDONLY : 0) |
+                                        (sfs.f_flags & ST_NODEV ? MOUNT_ATTR_NODEV : 0) |
+                                        (sfs.f_flags & ST_NOSUID ? MOUNT_ATTR_NOSUID : 0) |
+                                        (sfs.f_flags & ST_NOEXEC ? MOUNT_ATTR_NOEXEC : 0));
+                printf("pinned %d namespaces\n", r);
+        }
+        r = host_swap(hierarchy, source);
+        if (r < 0) {
+                fprintf(stderr, "swap: %s\n", strerror(-r));
+                ns_views_free(before, n_before);
+                return r;
+        }
+        host_fd = open(hierarchy, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (host_fd < 0)
+                return negative_errno();
+        r = heal_after_swap(root, hierarchy, host_fd, devs, 1 + n_old, before, n_before, heal, &reports, &n);
+        ns_views_free(before, n_before);
+        if (r < 0)
+                return r;
+        printf("snapshot %zu namespaces, stale %zu\n", n_before, n);
+        for (size_t i = 0; i < n; i++) {
+                print_view("stale", &reports[i].view, reports[i].view.attr);
+                printf(" action=%s want=%s result=%s\n", heal_action_to_string(reports[i].action),
+                       mount_attr_to_string(reports[i].want_attr, (char[32]) {}, 32),
+                       reports[i].result == 1 ? "reported" :
+                       reports[i].result == 0 ? "healed" : strerror(-reports[i].result));
+        }
+        heal_reports_free(reports, n);
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        NsView v;
+        int r;
+
+        if (argc >= 6 && strcmp(argv[1], "swap") == 0)
+                r = verb_swap(argv[2], argv[3], argv[4], strcmp(argv[5], "heal") == 0, argv + 6, argc - 6);
+        else if (argc == 5 && strcmp(argv[1], "view") == 0) {
+                r = ns_view_read(atoi(argv[2]), argv[3], argv[4], &v);
+                if (r >= 0) {
+                        print_view("view", &v, v.attr);
+                        printf(" mnt_id=%llu\n", (unsigned long long) v.mnt_id);
+                        ns_view_done(&v);
+                }
+        } else {
+                fprintf(stderr, "usage: %s swap ROOT HIERARCHY SOURCE heal|report [OLD...] | view PID ROOT HIERARCHY\n", argv[0]);
+                return 2;
+        }
+        if (r < 0) {
+                fprintf(stderr, "%s: %s\n", argv[1], strerror(-r));
+                return 1;
+        }
+        return 0;
+}

@@ -1,0 +1,393 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Sourced by tests/host/tuckd-*.sh. Each test re-executes itself in a private
+# mount namespace with slave propagation (the host's mounts reach us, ours
+# never reach the host), builds a host-like tree on a shared tmpfs, runs its
+# own dbus-daemon with tuck's policy, and tuckd with --root= on that tree.
+# Everything it mounts dies with the namespace; processes it starts are
+# killed by pid on exit.
+#
+# Output is TAP. Environment from meson: TUCK_BUILD, TUCK_SRC.
+
+set -euo pipefail
+
+: "${TUCK_BUILD:?set by meson}" "${TUCK_SRC:?set by meson}"
+TUCKD=$TUCK_BUILD/daemon/tuckd/tuckd
+HEAL_TOOL=$TUCK_BUILD/tests/host/tuckd-heal-tool
+FAKE_SYSTEMD=$TUCK_BUILD/tests/host/tuckd-fake-systemd
+DGRAM_SINK=$TUCK_SRC/tests/host/tuckd-dgram-sink.py
+TUCK_PROBE=$TUCK_BUILD/tests/lib/tuck-probe
+# The window probe's file (tests/lib/probe.c): "generation=LABEL", base "base".
+PROBE_REL=usr/lib/tuck-probe/generation
+POLICY=$TUCK_SRC/units/org.tuck1.conf
+
+tuck_enter_ns() {
+        if ((EUID != 0)); then
+                echo "1..0 # SKIP needs root (mount namespaces, loop devices)"
+                exit 77
+        fi
+        if [[ ${TUCK_IN_NS:-} != 1 ]]; then
+                exec env TUCK_IN_NS=1 unshare --mount --propagation slave "$0" "$@"
+        fi
+}
+
+# ---------------------------------------------------------------- TAP
+t_n=0
+t_failed=0
+
+ok() {
+        t_n=$((t_n + 1))
+        echo "ok $t_n - $*"
+}
+
+not_ok() {
+        t_n=$((t_n + 1))
+        t_failed=$((t_failed + 1))
+        echo "not ok $t_n - $*"
+}
+
+# check DESCRIPTION COMMAND...: one TAP line from a command's status.
+check() {
+        local desc=$1
+        shift
+        if "$@"; then ok "$desc"; else not_ok "$desc"; fi
+}
+
+diag() {
+        sed 's/^/# /' <<<"$*"
+}
+
+tap_done() {
+        echo "1..$t_n"
+        ((t_failed == 0))
+}
+
+# ---------------------------------------------------------------- cleanup
+pids=()
+
+tuck_cleanup() {
+        local p
+        for p in "${pids[@]}"; do
+                kill "$p" 2>/dev/null || true
+        done
+        for p in "${pids[@]}"; do
+                wait "$p" 2>/dev/null || true
+        done
+        # Mounts die with our namespace; the directory on the host's /tmp does not.
+        if [[ -n ${W:-} ]]; then
+                umount -R "$W" 2>/dev/null || umount -Rl "$W" 2>/dev/null || true
+                rm -rf "$W"
+        fi
+}
+trap tuck_cleanup EXIT
+
+# ---------------------------------------------------------------- host-like tree
+# $W: a shared tmpfs, the "host root" peer group services are slaves of.
+# $ROOT: tuck's --root; $ROOT/usr the base /usr with an os-release.
+tuck_setup_root() {
+        W=$(mktemp -d /tmp/tuckd-test.XXXXXX)
+        mount -t tmpfs -o mode=0755 tuck-host "$W"
+        mount --make-shared "$W"
+        ROOT=$W/root
+        mkdir -p "$ROOT"/usr/lib/tuck-probe "$ROOT"/etc "$ROOT"/run "$ROOT"/var/lib \
+                "$ROOT"/var/lib/extensions "$ROOT"/opt
+        printf 'ID=debian\nVERSION_ID=12\n' >"$ROOT"/usr/lib/os-release
+        echo generation=base >"$ROOT/$PROBE_REL"
+        CONF=$W/tuck.conf
+        : >"$CONF"
+        # Our own /run: the fake journal socket goes to /run/systemd/journal.
+        mount -t tmpfs -o mode=0755 tuck-run /run
+        mkdir -p /run/systemd/journal
+        LOGS=$W/logs
+        mkdir -p "$LOGS"
+}
+
+# make_ext_dir DIR NAME VERSION LABEL: an extension tree (sysext) whose probe
+# file says generation=LABEL.
+make_ext_dir() {
+        local d=$1 name=$2 version=$3 marker=$4
+        mkdir -p "$d"/usr/lib/extension-release.d "$d"/usr/lib/tuck-probe
+        printf 'ID=_any\nSYSEXT_VERSION_ID=%s\n' "$version" \
+                >"$d"/usr/lib/extension-release.d/extension-release."$name"
+        echo "generation=$marker" >"$d/$PROBE_REL"
+}
+
+# make_raw OUT NAME VERSION MARKER: the same as a squashfs image.
+make_raw() {
+        local out=$1 name=$2 version=$3 marker=$4 t
+        t=$(mktemp -d "$W"/raw.XXXXXX)
+        make_ext_dir "$t" "$name" "$version" "$marker"
+        mksquashfs "$t" "$out" -quiet -noappend -no-progress -all-root >/dev/null
+        rm -rf "$t"
+}
+
+# marker: the label the host sees now.
+marker() {
+        sed -n 's/^generation=//p' "$ROOT/$PROBE_REL" 2>/dev/null | grep . || echo missing
+}
+
+# ---------------------------------------------------------------- the bus
+bus_starts=0
+# start_bus [permissive]: our own system bus, with tuck's policy, or with a
+# policy that lets every call through (to prove tuckd refuses by itself).
+start_bus() {
+        local mode=${1:-policy} n=$((++bus_starts)) extra=
+        local conf=$W/bus-$n.conf sock=$W/bus/system_bus_socket-$n address=$W/bus/address-$n
+        mkdir -p "$W"/bus
+        chmod 0755 "$W" "$W"/bus
+        if [[ $mode == permissive ]]; then
+                extra='<policy context="default"><allow send_destination="org.tuck1"/></policy>'
+        fi
+        # The defaults mirror Debian's /usr/share/dbus-1/system.conf.
+        cat >"$conf" <<-EOF
+	<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+	 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+	<busconfig>
+	  <type>system</type>
+	  <listen>unix:path=$sock</listen>
+	  <auth>EXTERNAL</auth>
+	  <policy context="default">
+	    <allow user="*"/>
+	    <deny own="*"/>
+	    <deny send_type="method_call"/>
+	    <allow send_type="signal"/>
+	    <allow send_requested_reply="true" send_type="method_return"/>
+	    <allow send_requested_reply="true" send_type="error"/>
+	    <allow receive_type="method_call"/>
+	    <allow receive_type="method_return"/>
+	    <allow receive_type="error"/>
+	    <allow receive_type="signal"/>
+	    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+	    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+	    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+	    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Peer"/>
+	    <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus" send_member="UpdateActivationEnvironment"/>
+	  </policy>
+	  <policy user="root">
+	    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
+	    <allow own="org.freedesktop.systemd1"/>
+	    <allow send_destination="org.freedesktop.systemd1"/>
+	  </policy>
+	  <include>$POLICY</include>
+	  $extra
+	</busconfig>
+	EOF
+        rm -f "$sock" "$address"
+        dbus-daemon --config-file="$conf" --nofork --nopidfile --print-address=1 \
+                >"$address" 2>>"$LOGS"/dbus.log &
+        pids+=($!)
+        BUS_PID=$!
+        local i
+        for ((i = 0; i < 100; i++)); do
+                [[ -s $address ]] && break
+                sleep 0.05
+        done
+        BUS=$(head -n 1 "$address")
+        export DBUS_SYSTEM_BUS_ADDRESS=$BUS
+}
+
+stop_bus() {
+        kill "$BUS_PID" 2>/dev/null || true
+        wait "$BUS_PID" 2>/dev/null || true
+}
+
+bctl() {
+        busctl --address="$BUS" "$@"
+}
+
+# As nobody: an unprivileged caller on the same bus.
+bctl_nobody() {
+        setpriv --reuid=nobody --regid=nogroup --clear-groups -- busctl --address="$BUS" "$@"
+}
+
+call() {
+        bctl call org.tuck1 /org/tuck1 org.tuck1.Manager "$@"
+}
+
+prop() {
+        bctl get-property org.tuck1 /org/tuck1 org.tuck1.Manager "$@"
+}
+
+# ---------------------------------------------------------------- the journal
+# A datagram sink on /run/systemd/journal/socket: every structured entry
+# tuckd sends lands in $JOURNAL.
+start_journal() {
+        JOURNAL=$LOGS/journal
+        : >"$JOURNAL"
+        python3 "$DGRAM_SINK" /run/systemd/journal/socket "$JOURNAL" >"$LOGS"/journal-sink.out &
+        pids+=($!)
+        local i
+        for ((i = 0; i < 100; i++)); do
+                [[ -S /run/systemd/journal/socket ]] && return 0
+                sleep 0.05
+        done
+        echo "journal sink did not start" >&2
+        return 1
+}
+
+# journal_count MESSAGE_ID: entries with that id.
+journal_count() {
+        grep -c "^MESSAGE_ID=$1\$" "$JOURNAL" || true
+}
+
+# ---------------------------------------------------------------- tuckd
+# start_tuckd [ARGS...]: runs tuckd with NOTIFY_SOCKET, waits for READY=1
+# and for its bus name.
+start_tuckd() {
+        NOTIFY=$LOGS/notify
+        local sock=$W/notify-$RANDOM.sock i
+        : >"$NOTIFY"
+        python3 "$DGRAM_SINK" "$sock" "$NOTIFY" >/dev/null &
+        pids+=($!)
+        for ((i = 0; i < 100; i++)); do
+                [[ -S $sock ]] && break
+                sleep 0.05
+        done
+        NOTIFY_SOCKET=$sock "$TUCKD" --root="$ROOT" --config="$CONF" "$@" >>"$LOGS"/tuckd.log 2>&1 &
+        TUCKD_PID=$!
+        pids+=($TUCKD_PID)
+        for ((i = 0; i < 200; i++)); do
+                if grep -q '^READY=1$' "$NOTIFY" && bctl status org.tuck1 >/dev/null 2>&1; then
+                        return 0
+                fi
+                if ! kill -0 "$TUCKD_PID" 2>/dev/null; then
+                        echo "tuckd exited before READY=1:" >&2
+                        tail -n 20 "$LOGS"/tuckd.log >&2
+                        return 1
+                fi
+                sleep 0.05
+        done
+        echo "tuckd did not become ready" >&2
+        return 1
+}
+
+stop_tuckd() {
+        kill "$TUCKD_PID" 2>/dev/null || true
+        wait "$TUCKD_PID" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- namespaces
+# spawn_ns NAME SETUP: a long-running process in a new mount namespace (a
+# slave of ours) after running SETUP (shell) in it. Sets NS_PID_<NAME>.
+spawn_ns() {
+        local name=$1 setup=$2 log=$LOGS/ns-$1.log
+        : >"$log"
+        # Ready is a line on stdout: after pivot_root there is no shared file to touch.
+        unshare --mount --propagation slave sh -c "$setup && echo ns-ready && exec sleep 100000" \
+                >>"$log" 2>&1 &
+        pids+=($!)
+        printf -v "NS_PID_$name" '%s' $!
+        local i
+        for ((i = 0; i < 100; i++)); do
+                grep -q '^ns-ready$' "$log" && return 0
+                sleep 0.05
+        done
+        echo "namespace $name did not come up:" >&2
+        cat "$log" >&2
+        return 1
+}
+
+# The layouts that do not follow a host swap on their own (tuckd(8) HEALING),
+# around hierarchy $1: NS_PID_plain (a plain slave service), NS_PID_full (a
+# read-only bind on top, ProtectSystem=full), NS_PID_strict (root rbind onto
+# itself, every mount remounted read-only in place, ProtectSystem=strict),
+# NS_PID_container (own root via pivot_root, a read-only bind of the
+# hierarchy at /usr, tuck-probe bound in at /tuck-probe). $2: shell run first
+# in the full service (e.g. to join a cgroup).
+spawn_layouts() {
+        local h=$1 full_pre=${2:-true} c=$W/ctr
+        mkdir -p "$c"
+        spawn_ns plain "true"
+        spawn_ns full "$full_pre && mount --bind $h $h && mount -o remount,bind,ro,nosuid,nodev,noexec $h"
+        spawn_strict
+        spawn_ns container "mount -t tmpfs ctr $c && mount --make-private $c \
+                && mkdir -p $c/usr $c/old $c/proc $c/bin $c/lib $c/lib64 && touch $c/tuck-probe \
+                && mount --bind $TUCK_PROBE $c/tuck-probe \
+                && for d in bin lib lib64; do mount --rbind /usr/\$d $c/\$d; done \
+                && mount --rbind $h $c/usr && mount -o remount,bind,ro,nodev $c/usr \
+                && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old"
+}
+
+spawn_strict() {
+        spawn_ns strict "mount --rbind / / && for m in \$(findmnt -rn -o TARGET -R $W); do \
+                mount -o remount,bind,ro,nosuid,nodev,noexec \$m; done"
+}
+
+# ns_read PID PATH: the label of a probe file as that namespace sees it.
+ns_read() {
+        { nsenter -t "$1" -m -r cat "$2" 2>/dev/null || echo missing; } | sed 's/^generation=//'
+}
+
+# ---------------------------------------------------------------- window probes
+# start_probe NAME PID PATH: tuck-probe reading PATH in PID's namespace (and
+# root) until stop_probes; the container layouts bind it in at /tuck-probe.
+probe_pids=()
+start_probe() {
+        local name=$1 pid=$2 path=$3 bin=$TUCK_PROBE
+        nsenter -t "$pid" -m -r test -x /tuck-probe 2>/dev/null && bin=/tuck-probe
+        nsenter -t "$pid" -m -r "$bin" -t "$name" "$path" >"$LOGS/probe-$name.json" 2>"$LOGS/probe-$name.err" &
+        pids+=($!)
+        probe_pids+=($!)
+}
+
+stop_probes() {
+        kill -TERM "${probe_pids[@]}" 2>/dev/null || true
+        wait "${probe_pids[@]}" 2>/dev/null || true
+        probe_pids=()
+}
+
+# check_probes NAME...: one TAP line per probe: it read, and never saw the
+# base, a missing file, an error or garbage.
+check_probes() {
+        local n reads exposures other
+        for n in "$@"; do
+                reads=$(probe_result "$n" reads)
+                exposures=$(probe_result "$n" exposures)
+                other=$(($(probe_result "$n" errors) + $(probe_result "$n" garbage)))
+                diag "$n: $reads reads, $exposures base or missing, $other other, seen: $(probe_result "$n" labels)"
+                check "$n: no base or missing file in $reads reads" \
+                        test "$reads" -gt 0 -a "$exposures" -eq 0 -a "$other" -eq 0
+        done
+}
+
+# Flags of PID's view of the hierarchy, sampled from outside until
+# stop_flag_sampler; check_never_loosened FLAGS then checks every sample.
+start_flag_sampler() {
+        ( while :; do "$HEAL_TOOL" view "$1" "$ROOT" "$2" || true; done ) >"$LOGS"/flag-samples 2>&1 &
+        pids+=($!)
+        SAMPLER=$!
+}
+
+stop_flag_sampler() {
+        kill "$SAMPLER" 2>/dev/null || true
+        wait "$SAMPLER" 2>/dev/null || true
+}
+
+check_never_loosened() {
+        local samples loose
+        samples=$(grep -c ' flags=' "$LOGS"/flag-samples || true)
+        loose=$(grep ' flags=' "$LOGS"/flag-samples | grep -vc " flags=$1 " || true)
+        diag "$2: $samples flag samples, $loose loosened"
+        check "$2: never loosened in $samples samples" test "$samples" -gt 0 -a "$loose" -eq 0
+}
+
+# probe_result NAME FIELD: reads, exposures (base + missing), base, missing,
+# or labels (the generations seen, space separated).
+probe_result() {
+        python3 -c '
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+f = d["files"][0]
+field = sys.argv[2]
+if field == "labels":
+    print(" ".join(sorted(f["labels"])))
+elif field == "exposures":
+    print(f["base"] + f["missing"])
+else:
+    print(f[field])' "$LOGS/probe-$1.json" "$2"
+}
+
+# ns_flags PID PATH: the top mount's per-mount flags at PATH in that namespace.
+ns_flags() {
+        "$HEAL_TOOL" view "$1" "$ROOT" "$2" | sed -n 's/.* flags=\([^ ]*\).*/\1/p'
+}

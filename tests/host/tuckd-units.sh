@@ -1,0 +1,87 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# tuckd's units, bus policy, tmpfiles and man pages as `meson install` lays
+# them out: systemd-analyze verify passes on the installed units (with the
+# installed man pages found), dbus-daemon accepts the policy, the man pages
+# format without warnings, and the service keeps its promises (no private
+# mount namespace, Type=notify, hardened).
+
+set -euo pipefail
+: "${TUCK_BUILD:?}" "${TUCK_SRC:?}"
+
+t_n=0 t_failed=0
+ok() { t_n=$((t_n + 1)); echo "ok $t_n - $*"; }
+not_ok() { t_n=$((t_n + 1)); t_failed=$((t_failed + 1)); echo "not ok $t_n - $*"; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+
+D=$(mktemp -d /tmp/tuckd-units.XXXXXX)
+trap 'rm -rf "$D"' EXIT
+
+DESTDIR=$D/root meson install -C "$TUCK_BUILD" --no-rebuild --quiet >"$D"/install.log 2>&1 \
+        || { cat "$D"/install.log; exit 1; }
+
+unitdir=$(find "$D"/root -name tuckd.service -printf '%h\n' | head -n 1)
+check "tuckd.service installed" test -f "$unitdir"/tuckd.service
+check "tuckd.path installed" test -f "$unitdir"/tuckd.path
+check "bus policy installed" test -f "$D"/root/usr/share/dbus-1/system.d/org.tuck1.conf
+check "tmpfiles installed" test -f "$D"/root/usr/lib/tmpfiles.d/tuck.conf
+check "tuckd installed where the unit says" \
+        test -x "$D/root$(sed -n 's/^ExecStart=//p' "$unitdir"/tuckd.service)"
+for m in man8/tuckd.8 man5/tuck.conf.5 man5/org.tuck1.Manager.5; do
+        check "man page $m installed" test -f "$D"/root/usr/share/man/"$m"
+done
+
+# verify resolves ExecReload's /bin/kill below --root: give the root one.
+install -D /bin/kill "$D"/root/bin/kill
+if MANPATH=$D/root/usr/share/man systemd-analyze verify --root="$D"/root \
+        "$unitdir"/tuckd.service "$unitdir"/tuckd.path >"$D"/verify.log 2>&1 && ! [[ -s $D/verify.log ]]; then
+        ok "systemd-analyze verify tuckd.service tuckd.path: clean, no warnings"
+else
+        not_ok "systemd-analyze verify tuckd.service tuckd.path"
+        sed 's/^/# /' "$D"/verify.log
+fi
+
+svc=$unitdir/tuckd.service
+check "Type=notify" grep -qx 'Type=notify' "$svc"
+check "no private mount namespace" grep -qx 'PrivateMounts=no' "$svc"
+for forbidden in ProtectSystem ProtectHome PrivateTmp PrivateDevices ProtectKernelTunables \
+        ProtectKernelModules ProtectKernelLogs ProtectControlGroups ReadOnlyPaths InaccessiblePaths \
+        TemporaryFileSystem BindPaths ProtectProc; do
+        check "no $forbidden= (it would need a mount namespace or hide processes)" \
+                bash -c "! grep -q '^$forbidden=' '$svc'"
+done
+for hardening in NoNewPrivileges=yes RestrictNamespaces=mnt SystemCallArchitectures=native \
+        MemoryDenyWriteExecute=yes RestrictAddressFamilies=AF_UNIX DevicePolicy=closed; do
+        check "hardened: $hardening" grep -qx "$hardening" "$svc"
+done
+check "ordered before sysinit.target" grep -q '^Before=sysinit.target' "$svc"
+check "generation records survive a restart" grep -qx 'RuntimeDirectoryPreserve=yes' "$svc"
+
+# dbus-daemon parses the policy as part of a system bus configuration.
+cat >"$D"/bus.conf <<EOF2
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$D/bus.sock</listen>
+  <auth>EXTERNAL</auth>
+  <include>$D/root/usr/share/dbus-1/system.d/org.tuck1.conf</include>
+</busconfig>
+EOF2
+dbus-daemon --config-file="$D"/bus.conf --nofork --nopidfile --print-address=1 >"$D"/addr 2>"$D"/bus.err &
+bus=$!
+for ((i = 0; i < 100; i++)); do [[ -s $D/addr ]] && break; sleep 0.05; done
+check "dbus-daemon accepts the policy" test -s "$D"/addr
+kill "$bus" 2>/dev/null || true
+wait "$bus" 2>/dev/null || true
+check "dbus-daemon printed no policy error" \
+        bash -c "! grep -v 'fd limit' '$D'/bus.err | grep -qiE 'error|invalid'"
+
+for m in "$TUCK_SRC"/docs/tuckd.8 "$TUCK_SRC"/docs/tuck.conf.5 "$TUCK_SRC"/docs/org.tuck1.Manager.5; do
+        w=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings=w -l -Tutf8 "$m" 2>&1 >/dev/null || true)
+        check "$(basename "$m") formats without warnings" test -z "$w"
+done
+
+echo "1..$t_n"
+((t_failed == 0))

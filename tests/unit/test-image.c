@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * Image discovery with systemd-sysext's directory rules, validation of
+ * directory images (no privileges needed), versions from file names,
+ * tuck.conf.
+ */
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "image.h"
+#include "tap.h"
+#include "util.h"
+
+static char *root;
+
+static void put(const char *path, const char *content) {
+        _cleanup_free_ char *p = path_join(root, path), *dir = strdup(p);
+        FILE *f;
+
+        *strrchr(dir, '/') = 0;
+        (void) mkdir_p(dir, 0755);
+        f = fopen(p, "we");
+        if (f) {
+                fputs(content, f);
+                fclose(f);
+        }
+}
+
+static void dir(const char *path) {
+        _cleanup_free_ char *p = path_join(root, path);
+
+        (void) mkdir_p(p, 0755);
+}
+
+static Image *find(Image **l, size_t n, const char *name, const char *search_dir) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(l[i]->name, name) && streq(l[i]->search_dir, search_dir))
+                        return l[i];
+        return NULL;
+}
+
+static void test_discover(void) {
+        char *dirs[] = { (char *) "/etc/extensions", (char *) "/run/extensions", (char *) "/var/lib/extensions", NULL };
+        Image **l = NULL, *i;
+        size_t n = 0;
+        int r;
+
+        dir("etc/extensions/masked");                               /* empty: masks */
+        put("run/extensions/masked/usr/lib/x", "x");
+        put("run/extensions/foo/usr/lib/extension-release.d/extension-release.foo", "ID=_any\n");
+        put("var/lib/extensions/foo/usr/lib/extension-release.d/extension-release.foo", "ID=_any\n");
+        put("var/lib/extensions/notraw.img", "x");
+        put("var/lib/extensions/.hidden.raw", "x");
+        put("var/lib/extensions/bar.raw", "not a file system");
+
+        r = images_discover(root, IMAGE_SYSEXT, dirs, &l, &n);
+        tap_ok(r == 0, "discover");
+        i = find(l, n, "masked", "/etc/extensions");
+        tap_ok(i && i->state == IMAGE_MASKED, "an empty directory is a mask");
+        i = find(l, n, "masked", "/run/extensions");
+        tap_ok(i && i->state == IMAGE_SHADOWED && i->shadowed_by && strstr(i->shadowed_by, "/etc/extensions/masked"),
+               "the masked image names its mask");
+        i = find(l, n, "foo", "/run/extensions");
+        tap_ok(i && i->state == IMAGE_CANDIDATE && i->type == IMAGE_TYPE_DIRECTORY, "the first directory wins");
+        i = find(l, n, "foo", "/var/lib/extensions");
+        tap_ok(i && i->state == IMAGE_SHADOWED, "a same-named image further down is shadowed");
+        tap_ok(!find(l, n, "notraw.img", "/var/lib/extensions") && !find(l, n, "notraw", "/var/lib/extensions"),
+               "files not ending in .raw are ignored");
+        tap_ok(!find(l, n, ".hidden", "/var/lib/extensions"), "hidden files are ignored");
+        i = find(l, n, "bar", "/var/lib/extensions");
+        tap_ok(i && i->type == IMAGE_TYPE_UNSUPPORTED, "a .raw without a file system is unsupported (probed by magic)");
+        images_free(l, n);
+}
+
+static const struct {
+        const char *name;
+        ImageClass class;
+        const char *files[4][2];
+        bool valid;
+        const char *reason_or_version;
+        const char *hierarchies;
+} validations[] = {
+        { "v-ok", IMAGE_SYSEXT, { { "usr/lib/extension-release.d/extension-release.v-ok", "ID=_any\nSYSEXT_VERSION_ID=1.2\n" },
+          { "opt/x", "x" } }, true, "1.2", "/usr /opt" },
+        { "v-osrel", IMAGE_SYSEXT, { { "usr/lib/extension-release.d/extension-release.v-osrel", "ID=_any\n" },
+          { "usr/lib/os-release", "ID=evil\n" } }, false, "ships /usr/lib/os-release" },
+        { "v-nohier", IMAGE_SYSEXT, { { "etc/extension-release.d/extension-release.v-nohier", "ID=_any\n" } },
+          false, "no usr/lib/extension-release.d/ directory" },
+        { "c-ok", IMAGE_CONFEXT, { { "etc/extension-release.d/extension-release.c-ok", "ID=_any\nCONFEXT_VERSION_ID=3\n" } },
+          true, "3", "/etc" },
+        { "c-usr", IMAGE_CONFEXT, { { "etc/extension-release.d/extension-release.c-usr", "ID=_any\n" },
+          { "usr/lib/x", "x" } }, false, "may only carry /etc, but it has /usr" },
+        { "v-imgver", IMAGE_SYSEXT, { { "usr/lib/extension-release.d/extension-release.v-imgver",
+          "ID=_any\nIMAGE_VERSION=7\nSYSEXT_IMAGE_VERSION=8\n" } }, true, "8", "/usr" },
+        { "v-noversion", IMAGE_SYSEXT, { { "usr/lib/extension-release.d/extension-release.v-noversion", "ID=_any\n" } },
+          true, NULL, "/usr" },
+        { "v-wrongos", IMAGE_SYSEXT, { { "usr/lib/extension-release.d/extension-release.v-wrongos", "ID=plan9\n" } },
+          false, "built for OS 'plan9'" },
+        { "v-malformed", IMAGE_SYSEXT, { { "usr/lib/extension-release.d/extension-release.v-malformed", "ID='_any\n" } },
+          false, "unterminated quote" },
+};
+
+static void test_validate(void) {
+        HostRelease host = { .id = (char *) "debian", .version_id = (char *) "12", .architecture = "x86-64", .scope = "system" };
+        char *hier[_IMAGE_CLASS_MAX][3] = { { (char *) "/usr", (char *) "/opt", NULL }, { (char *) "/etc", NULL } };
+
+        for (size_t k = 0; k < ELEMENTSOF(validations); k++) {
+                _cleanup_free_ char *base = path_join("images", validations[k].name), *full = NULL, *h = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                Image i = { .class = validations[k].class, .name = (char *) validations[k].name, .type = IMAGE_TYPE_DIRECTORY };
+                bool ok;
+
+                for (size_t f = 0; f < 4 && validations[k].files[f][0]; f++) {
+                        _cleanup_free_ char *p = path_join(base, validations[k].files[f][0]);
+
+                        put(p, validations[k].files[f][1]);
+                }
+                full = path_join(root, base);
+                i.resolved = full;
+                i.path = full;
+                fd = open(full, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (image_validate(&i, fd, &host, "/nonexistent-root", hier[i.class]) < 0) {
+                        tap_ok(false, "%s: validate", validations[k].name);
+                        continue;
+                }
+                h = strv_join(i.hierarchies, " ");
+                ok = i.valid == validations[k].valid;
+                if (i.valid)
+                        ok = ok && streq_ptr(i.version, validations[k].reason_or_version) &&
+                             streq_ptr(h, validations[k].hierarchies);
+                else
+                        ok = ok && i.reason && strstr(i.reason, validations[k].reason_or_version);
+                if (!tap_ok(ok, "%s: %s", validations[k].name, i.valid ? "valid" : "invalid"))
+                        tap_diag("valid=%d version=%s hierarchies='%s' reason=%s", i.valid, tap_str(i.version),
+                                 tap_str(h), tap_str(i.reason));
+                free(i.reason);
+                free(i.extension);
+                free(i.version);
+                strv_free(i.release);
+                strv_free(i.hierarchies);
+        }
+}
+
+static void test_version_from_file_name(void) {
+        static const struct { const char *ext, *file, *want; } t[] = {
+                { "foo", "/x/foo_1.2.raw", "1.2" },
+                { "foo", "/x/foo-1.2.raw", "1.2" },
+                { "foo", "/opt/extensions/foo/foo-1.2.3-x86-64.raw", "1.2.3" },
+                { "foo", "foo-2~rc1-arm64.raw", "2~rc1" },
+                { "foo", "foo.raw", NULL },
+                { "foo", "foobar-1.raw", NULL },
+                { "foo", "foo_.raw", NULL },
+                { "kubernetes", "kubernetes-v1.30.4-x86-64.raw", "v1.30.4" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+                _cleanup_free_ char *v = version_from_file_name(t[i].ext, t[i].file);
+
+                tap_streq(v, t[i].want, "version of '%s' from '%s'", t[i].ext, t[i].file);
+        }
+}
+
+static int count_assignments(const char *s, const char *k, const char *v, unsigned line, void *userdata) {
+        (*(unsigned *) userdata)++;
+        return 0;
+}
+
+static void test_config(void) {
+        static const struct { const char *text; int r; const char *error; } ini[] = {
+                { "[Sysext]\nSearchPaths=/a /b\n", 0, NULL },
+                { "# comment\n\n[Daemon]\nSomething=else\n", 0, NULL },
+                { "Key=outside\n", -EBADMSG, "line 1: assignment outside of a section" },
+                { "[Sysext\n", -EBADMSG, "line 1: malformed section header" },
+                { "[]\n", -EBADMSG, "malformed section header" },
+                { "[Policy]\nno equals sign\n", -EBADMSG, "line 2: expected KEY=VALUE" },
+                { "[Policy]\n=value\n", -EBADMSG, "line 2: expected KEY=VALUE" },
+        };
+        TuckConfig c;
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(ini); i++) {
+                _cleanup_free_ char *error = NULL;
+                unsigned n = 0;
+
+                r = ini_parse(ini[i].text, count_assignments, &n, &error);
+                if (!tap_ok(r == ini[i].r && (!ini[i].error || (error && strstr(error, ini[i].error))),
+                            "ini case %zu: %s", i, ini[i].error ?: "parses"))
+                        tap_diag("r=%d error=%s", r, tap_str(error));
+        }
+
+        put("etc/tuck/tuck.conf", "[Sysext]\nSearchPaths=/srv/ext /run/extensions\nHierarchies=/usr\n"
+            "[Policy]\nAllowDowngrade=yes\n[Daemon]\nUnknownToUs=1\n");
+        {
+                _cleanup_free_ char *p = path_join(root, "etc/tuck/tuck.conf"), *error = NULL;
+
+                r = config_load(&c, p, &error);
+                tap_ok(r == 0, "tuck.conf loads (%s)", tap_str(error));
+                tap_ok(r == 0 && strv_length(c.search_dirs[IMAGE_SYSEXT]) == 2 &&
+                       streq(c.search_dirs[IMAGE_SYSEXT][0], "/srv/ext"), "SearchPaths= replaces the default");
+                tap_ok(r == 0 && strv_length(c.hierarchies[IMAGE_SYSEXT]) == 1, "Hierarchies=");
+                tap_ok(r == 0 && strv_length(c.search_dirs[IMAGE_CONFEXT]) == 5, "confext keeps its defaults");
+                tap_ok(r == 0 && c.allow_downgrade && !c.allow_window, "[Policy] booleans");
+                if (r == 0)
+                        config_done(&c);
+        }
+        put("etc/tuck/bad.conf", "[Sysext]\nSearchPaths=relative/path\n");
+        {
+                _cleanup_free_ char *p = path_join(root, "etc/tuck/bad.conf"), *error = NULL;
+
+                r = config_load(&c, p, &error);
+                tap_ok(r == -EINVAL && error && strstr(error, "line 2: 'relative/path' is not a normalized absolute path"),
+                       "a relative search path is refused with its line (%s)", tap_str(error));
+        }
+        put("etc/tuck/bad2.conf", "[Policy]\nAllowWindow=perhaps\n");
+        {
+                _cleanup_free_ char *p = path_join(root, "etc/tuck/bad2.conf"), *error = NULL;
+
+                r = config_load(&c, p, &error);
+                tap_ok(r == -EINVAL && error && strstr(error, "AllowWindow= takes a boolean"), "a bad boolean is refused");
+        }
+        {
+                r = config_load(&c, "/nonexistent/tuck.conf", NULL);
+                tap_ok(r == 0 && strv_length(c.search_dirs[IMAGE_SYSEXT]) == 5, "no file: the defaults (5 sysext dirs)");
+                if (r == 0)
+                        config_done(&c);
+        }
+}
+
+int main(void) {
+        char tmpl[] = "/tmp/tuck-test-image-XXXXXX";
+        _cleanup_free_ char *cmd = NULL;
+
+        root = mkdtemp(tmpl);
+        if (!tap_ok(root != NULL, "temporary root"))
+                return tap_done();
+        test_discover();
+        test_validate();
+        test_version_from_file_name();
+        test_config();
+        if (asprintf_safe(&cmd, "rm -rf '%s'", root) == 0)
+                (void) !system(cmd);
+        return tap_done();
+}
