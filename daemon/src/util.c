@@ -475,6 +475,12 @@ int openat_in_root(int root_fd, const char *path, int flags) {
 
         if (!openat2_refused) {
                 fd = RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how)));
+                /* EAGAIN: a rename or mount anywhere on the machine raced a ".." of
+                 * this lookup (RESOLVE_IN_ROOT refuses what it cannot prove stayed
+                 * inside; openat2(2) says retry). The walk by hand keeps ".." on its
+                 * own stack and needs no such proof: this once, by hand. */
+                if (fd == -EAGAIN)
+                        return openat_in_root_by_hand(root_fd, path, flags);
                 if (fd != -ENOSYS && fd != -EPERM)
                         return fd;
                 openat2_refused = true;
