@@ -38,12 +38,21 @@ HealAction heal_plan(const NamespaceView *before, const NamespaceView *now, dev_
 /*
  * In the namespace, the host's rule: the new tree beneath the stale top,
  * then the top goes; readers see old, then new, never the base.
+ *
+ * The top is unmounted through its own fd (our cwd on it: "." is that
+ * mount's root), never by name. A name is resolved once more, by the kernel
+ * this time: a container whose /usr is a symlink to where it binds the
+ * hierarchy makes umount2("usr", UMOUNT_NOFOLLOW) fail with EINVAL after the
+ * beneath move succeeded, and the new tree stayed hidden under the old top,
+ * one more (holding one more of our old overlays) on every refresh.
  */
-static int heal_swap_here(const char *path, int top_fd, int tree_fd) {
+static int heal_swap_here(int top_fd, int tree_fd) {
         if (move_mount(tree_fd, "", top_fd, "",
                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
                 return errno;
-        if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+        if (fchdir(top_fd) < 0)
+                return errno;
+        if (umount2(".", MNT_DETACH) < 0)
                 return errno;
         return 0;
 }
@@ -93,7 +102,7 @@ static int heal_in_namespace(const NamespaceView *now, HealAction action, int tr
 
         switch (action) {
         case HEAL_SWAP:
-                return heal_swap_here(now->path, top_fd, tree_fd);
+                return heal_swap_here(top_fd, tree_fd);
         case HEAL_ATTR:
                 return heal_attr_here(top_fd, attr);
         case HEAL_PIN:

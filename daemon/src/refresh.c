@@ -175,6 +175,10 @@ static int run_prepare(Run *run) {
         return 0;
 }
 
+static bool is_our_overlay(struct libmnt_fs *fs, const char *source) {
+        return streq_ptr(mnt_fs_get_fstype(fs), "overlay") && streq_ptr(mnt_fs_get_source(fs), source);
+}
+
 /*
  * A run killed (or failed) between the two halves of 5d leaves two of our
  * overlays stacked on a hierarchy: the recorded old top, and right beneath it
@@ -183,8 +187,9 @@ static int run_prepare(Run *run) {
  * new overlay everywhere at once. Left alone, the hidden overlay would stay
  * mounted and unreachable, and an unmerge would only reveal it. The new one
  * has no generation record yet: the plan replaces it like a foreign top
- * (TOP_LOST). Only our recorded top over another overlay of ours (another
- * superblock: not a bind of the top onto itself) is taken for this.
+ * (TOP_LOST). Only our recorded top (mount ID, overlay source and device all
+ * as recorded) over another overlay of ours (another superblock: not a bind
+ * of the top onto itself) is taken for this.
  */
 static int finish_interrupted_swap(Run *run, const TuckHierarchy *h) {
         _cleanup_(generation_done) Generation g = {};
@@ -203,8 +208,11 @@ static int finish_interrupted_swap(Run *run, const TuckHierarchy *h) {
                 return r;
         top = mount_table_find_id(tb, (int) id);
         below = top ? mount_table_find_id(tb, mnt_fs_get_parent_id(top)) : NULL;
-        if (!top || !below || !streq_ptr(mnt_fs_get_target(below), h->full) ||
-            !streq_ptr(mnt_fs_get_fstype(below), "overlay") || !streq_ptr(mnt_fs_get_source(below), ours) ||
+        /* The ID alone is no proof the top is the recorded overlay: mount IDs are
+         * handed out again, lowest free first, once a mount is gone. */
+        if (!top || !is_our_overlay(top, ours) || mnt_fs_get_devno(top) != g.overlay_dev)
+                return 0;
+        if (!below || !streq_ptr(mnt_fs_get_target(below), h->full) || !is_our_overlay(below, ours) ||
             mnt_fs_get_devno(below) == mnt_fs_get_devno(top))
                 return 0;
 

@@ -418,6 +418,12 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
                         return r;
                 }
                 if (!S_ISLNK(st.st_mode)) {
+                        /* As the kernel: "file/", "file/." and "file/.." are ENOTDIR
+                         * (our ".." would otherwise go back to the directory). */
+                        if (!S_ISDIR(st.st_mode) && *rest) {
+                                safe_close(fd);
+                                return -ENOTDIR;
+                        }
                         r = dir_stack_push(&s, fd);
                         if (r < 0)
                                 return r;
@@ -432,10 +438,12 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
                         return r;
                 if (++links > IN_ROOT_MAX_SYMLINKS)
                         return -ELOOP;
+                if (k == 0)
+                        return -ENOENT;         /* an empty symlink, as the kernel says */
                 target[k] = 0;
                 if (target[0] == '/')
                         dir_stack_pop(&s, true);
-                next = strjoin(target, "/", rest);
+                next = strjoin(target, rest);   /* rest is "" or starts with '/' */
                 if (!next)
                         return -ENOMEM;
                 free(todo);
@@ -467,6 +475,12 @@ int openat_in_root(int root_fd, const char *path, int flags) {
 
         if (!openat2_refused) {
                 fd = RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how)));
+                /* EAGAIN: a rename or mount anywhere on the machine raced a ".." of
+                 * this lookup (RESOLVE_IN_ROOT refuses what it cannot prove stayed
+                 * inside; openat2(2) says retry). The walk by hand keeps ".." on its
+                 * own stack and needs no such proof: this once, by hand. */
+                if (fd == -EAGAIN)
+                        return openat_in_root_by_hand(root_fd, path, flags);
                 if (fd != -ENOSYS && fd != -EPERM)
                         return fd;
                 openat2_refused = true;

@@ -244,6 +244,29 @@ for next in refresh unmerge; do
                 "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" "$([[ $next == refresh ]] && echo B || echo base)"
 done
 
+# --- not a half-done swap: someone else's mount on top, under a reused mount ID
+# Mount IDs are reused (lowest free first): once our recorded top is gone,
+# the next mount anywhere may get its number. Here a tmpfs stacked on our
+# overlay holds the recorded ID (the record is pointed at it, as a reuse
+# would); the next run must not take it for our old top and unmount it.
+setup_merged
+mkdir -p "$ROOT"/tmp/foreign-usr/lib/tuck-probe
+echo generation=foreign >"$ROOT"/tmp/foreign-usr/lib/tuck-probe/generation
+mount --bind "$ROOT"/tmp/foreign-usr "$ROOT"/usr
+foreign_id=$(awk -v t="$ROOT/usr" '$5 == t { id = $1 } END { print id }' /proc/self/mountinfo)
+python3 -c '
+import json, sys
+p = sys.argv[1]
+g = json.load(open(p))
+g["overlay_mount_id"] = int(sys.argv[2])
+json.dump(g, open(p, "w"))' "$ROOT/run/tuck/generations/usr.json" "$foreign_id"
+out=$(tuck refresh 2>&1) || true
+diag "$out"
+check "a foreign top with the recorded mount ID is no half-done swap" \
+        bash -c '! grep -q "finished the swap a killed run left half done" <<<"$1"' _ "$out"
+expect_eq "the foreign mount is still on top of /usr" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" foreign
+umount "$ROOT"/usr 2>/dev/null || true
+
 # --- lock contention ----------------------------------------------------------
 setup_merged
 B=$(mkimg foo 2.1 sysext B)

@@ -140,6 +140,19 @@ for n in full strict nosuid container nested; do
         check "$n: at most 3 mounts stacked at $mp" test "$depth" -le 3
 done
 
+# ---- a container whose /usr is a symlink (relative, to where it binds the
+# hierarchy): the heal resolves it inside the container's root, and the old
+# top must go by its fd, not by the name "usr" (a symlink: umount2() refused
+# it, and the new tree stayed hidden beneath the old top, one more per swap).
+c=$W/ctr-symlink
+mkdir -p "$c"
+spawn_ns symlinked "mount -t tmpfs ctr $c && mount --make-private $c \
+        && mkdir -p $c/host-usr $c/old $c/proc $c/bin $c/lib $c/lib64 && ln -s host-usr $c/usr \
+        && for d in bin lib lib64; do mount --rbind /usr/\$d $c/\$d; done \
+        && mount --rbind $H $c/host-usr && mount -o remount,bind,ro,nodev $c/host-usr \
+        && cd $c && pivot_root . old && mount -t proc proc /proc && umount -l /old && mount --make-rshared /"
+check "symlinked: on gen6 before the swap" test "$(ns_read "$NS_PID_symlinked" /usr/lib/tuck-probe/generation)" = gen6
+
 # ---- a namespace on a mount whose st_dev we count as ours, but which is no
 # overlay of tuck's: what an old overlay's number looks like once the kernel
 # has handed it to someone else's tmpfs. Never touched.
@@ -154,5 +167,9 @@ check "host on gen7" test "$(marker)" = gen7
 expect_view full gen7 ro,nosuid,nodev,noexec
 check "the namespace on someone else's mount was left alone" test "$(ns_read "$NS_PID_recycled" "$H/lib/tuck-probe/generation")" = other
 check "and not counted as stale" bash -c "! grep -q 'pid=$NS_PID_recycled ' '$LOGS'/swap7.out"
+check "symlinked: healed onto gen7" test "$(ns_read "$NS_PID_symlinked" /usr/lib/tuck-probe/generation)" = gen7
+check "symlinked: its heal succeeded" grep -q "pid=$NS_PID_symlinked .*result=healed" "$LOGS"/swap7.out
+depth=$(nsenter -t "$NS_PID_symlinked" -m -r cat /proc/self/mountinfo | awk '$5 == "/host-usr"' | wc -l)
+check "symlinked: one mount at /host-usr, nothing hidden beneath ($depth)" test "$depth" -eq 1
 
 tap_done

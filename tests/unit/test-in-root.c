@@ -13,10 +13,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -54,6 +57,20 @@ static void build_tree(void) {
         mk("l", "root/escape-rel", "../outside");
         mk("l", "root/loop", "loop");
         mk("l", "root/usr/lib/up", "../../usr");
+        /* Hostile: what a container's root may hold. */
+        mk("l", "root/slash", "/");
+        mk("l", "root/dotdots", "usr/../../../../outside/usr");        /* ".." chain through a real dir */
+        mk("l", "root/up-link", "usr/lib/up/../../../../outside");     /* ".." after a symlink */
+        mk("l", "root/abs-chain", "/slash/slash/../dotdots");
+        mk("l", "root/loop-a", "loop-b");
+        mk("l", "root/loop-b", "./loop-a");
+        mk("l", "root/to-file", "usr/lib/file");
+        mk("l", "root/empty-dir-link", "real-etc/");
+        /* The race: "flip" and "flop" are swapped all the time, a directory
+         * holding usr and a symlink that points out of the root. */
+        mk("d", "root/flip", NULL);
+        mk("d", "root/flip/usr", NULL);
+        mk("l", "root/flop", "../outside");
 }
 
 static void remove_tree(void) {
@@ -61,6 +78,57 @@ static void remove_tree(void) {
 
         if (cmd && system(cmd) != 0)
                 tap_diag("could not remove %s", top);
+}
+
+static bool is_inode(int fd, const char *below_top) {
+        _cleanup_free_ char *p = path_join(top, below_top);
+        struct stat a, b;
+
+        return p && fstat(fd, &a) == 0 && stat(p, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/*
+ * A child exchanges flip (a directory) and flop (a symlink out of the root)
+ * as fast as it can while "flip/usr" is resolved over and over: every answer
+ * must be the directory's usr or ENOENT (the symlink's target, resolved
+ * inside the root), never the outside's, and never a spurious error (openat2
+ * answers EAGAIN when a rename races a ".." lookup).
+ */
+static void test_rename_race(int root_fd) {
+        static const char *const paths[] = { "flip/usr", "flip/../flip/usr" };
+        unsigned inside = 0, missing = 0, outside = 0, other = 0;
+        int other_error = 0;
+        pid_t child;
+
+        child = fork();
+        if (child == 0) {
+                for (;;)
+                        (void) renameat2(root_fd, "flip", root_fd, "flop", RENAME_EXCHANGE);
+        }
+        if (child < 0) {
+                printf("Bail out! fork: %m\n");
+                exit(EXIT_FAILURE);
+        }
+        for (unsigned i = 0; i < 20000; i++) {
+                _cleanup_close_ int fd = openat_in_root(root_fd, paths[i % ELEMENTSOF(paths)], O_PATH | O_DIRECTORY);
+
+                if (fd >= 0 && is_inode(fd, "outside/usr"))
+                        outside++;
+                else if (fd >= 0)
+                        inside++;
+                else if (fd == -ENOENT)
+                        missing++;
+                else {
+                        other++;
+                        other_error = fd;
+                }
+        }
+        (void) kill(child, SIGKILL);
+        (void) waitpid(child, NULL, 0);
+        tap_diag("rename race: %u inside, %u missing, %u outside, %u other errors", inside, missing, outside, other);
+        tap_ok(outside == 0, "a directory swapped for a symlink out of the root never leads out (%u times)", outside);
+        if (!tap_ok(other == 0, "nor fails for another reason (%u times)", other))
+                tap_diag("last: %s", strerror(-other_error));
 }
 
 static bool openat2_works(void) {
@@ -93,6 +161,17 @@ int main(void) {
                 { "usr/lib/file",       O_PATH | O_DIRECTORY, NULL, ENOTDIR },
                 { "missing",            O_PATH | O_DIRECTORY, NULL, ENOENT },
                 { "loop",               O_PATH,               NULL, ELOOP },
+                { "slash/usr",          O_PATH | O_DIRECTORY, "root/usr" },
+                { "slash/../../usr",    O_PATH | O_DIRECTORY, "root/usr" },
+                { "dotdots",            O_PATH | O_DIRECTORY, NULL, ENOENT },
+                { "up-link/usr",        O_PATH | O_DIRECTORY, NULL, ENOENT },
+                { "abs-chain",          O_PATH | O_DIRECTORY, NULL, ENOENT },
+                { "loop-a/usr",         O_PATH | O_DIRECTORY, NULL, ELOOP },
+                { "to-file",            O_RDONLY,             "root/usr/lib/file" },
+                { "to-file/..",         O_PATH,               NULL, ENOTDIR },
+                { "usr/lib/file/",      O_PATH,               NULL, ENOTDIR },
+                { "usr/lib/file/x",     O_PATH,               NULL, ENOTDIR },
+                { "empty-dir-link",     O_PATH | O_DIRECTORY, "root/real-etc" },
         };
         _cleanup_close_ int root_fd = -EBADF;
         _cleanup_free_ char *root = NULL;
@@ -124,6 +203,8 @@ int main(void) {
                 if (fd >= 0 && !(cases[i].flags & O_PATH))
                         tap_ok(read(fd, (char[1]) {}, 1) == 0, "'%s' is open for reading", cases[i].path);
         }
+
+        test_rename_race(root_fd);
 
         remove_tree();
         return tap_done();
