@@ -182,7 +182,7 @@ void status_print(const Status *s, FILE *f) {
                 const Generation *g = &h->generation;
                 _cleanup_free_ char *since = format_timestamp(g->since_usec), *dev = format_devnum(g->overlay_dev);
                 char flags[48];
-                size_t behind = 0;
+                size_t current = 0, behind = 0, own = 0;
 
                 fprintf(f, "%s (%s): ", h->hierarchy->path, image_class_to_string(h->hierarchy->class));
                 if (!g->merged) {
@@ -195,11 +195,32 @@ void status_print(const Status *s, FILE *f) {
                         for (size_t k = g->n_layers; k > 0; k--)
                                 fprintf(f, "  %s %s\n", g->layers[k - 1].name, g->layers[k - 1].version ?: "(unversioned)");
                 }
+                /* Behind: on an older overlay of ours, or unreadable (it may be). A
+                 * container's own /etc (foreign, or the bare base of its own tree)
+                 * never had our overlay: it is counted, not called behind. */
                 for (size_t k = 0; k < h->n_views; k++)
-                        if (h->views[k].state != NS_VIEW_CURRENT || !g->merged)
+                        switch (h->views[k].state) {
+                        case NS_VIEW_CURRENT:
+                                current++;
+                                break;
+                        case NS_VIEW_STALE:
+                        case NS_VIEW_UNREADABLE:
                                 behind++;
+                                break;
+                        case NS_VIEW_BASE:
+                                if (!g->merged)
+                                        current++;   /* unmerged: the base is what there is */
+                                else
+                                        own++;
+                                break;
+                        case NS_VIEW_FOREIGN:
+                        case _NS_VIEW_STATE_MAX:
+                                own++;
+                                break;
+                        }
                 if (h->n_views > 0)
-                        fprintf(f, "  namespaces: %zu, not on the current generation: %zu\n", h->n_views, behind);
+                        fprintf(f, "  namespaces: %zu: %zu on the current generation, %zu behind, %zu with a view "
+                                "of their own (base or foreign)\n", h->n_views, current, behind, own);
                 for (size_t k = 0; k < h->n_views; k++)
                         if (g->merged ? h->views[k].state != NS_VIEW_CURRENT : h->views[k].state == NS_VIEW_STALE)
                                 print_view(&h->views[k], f);
