@@ -68,10 +68,17 @@ typedef struct HealReport {
 
 void heal_reports_free(HealReport *r, size_t n);
 
-/* The flags a namespace (by mount namespace inode) is known to want on a hierarchy. */
+/*
+ * The flags a namespace (by mount namespace inode) is known to want on a
+ * hierarchy. The inode number alone is reused by the kernel once the
+ * namespace is gone, so a wish kept across runs also names a witness: a
+ * process that was in the namespace when it was recorded (stale.h).
+ */
 typedef struct NsWant {
         uint64_t ns_ino;
         uint64_t attr;
+        pid_t pid;              /* the witness; 0: none (the wish cannot be confirmed) */
+        uint64_t start_time;    /* its start time: /proc/PID/stat field 22, clock ticks since boot */
 } NsWant;
 
 /*

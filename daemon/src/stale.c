@@ -19,6 +19,7 @@
 
 void stale_snapshot_done(StaleSnapshot *s) {
         namespace_views_free(s->views, s->n_views);
+        free(s->wants);
         *s = (StaleSnapshot) {};
 }
 
@@ -43,7 +44,7 @@ size_t stale_ours(const Generation *g, dev_t replaced, dev_t *devs, size_t max) 
         return n;
 }
 
-/* ---- what namespaces want: <run_dir>/namespaces/<id>.json, {"<mnt ns inode>": MOUNT_ATTR_*} */
+/* ---- what namespaces want: <run_dir>/namespaces/<id>.json (format and witnesses: stale.h) */
 
 static char *wants_path(const StaleHierarchy *h) {
         _cleanup_free_ char *name = strjoin(h->id, ".json");
@@ -51,11 +52,177 @@ static char *wants_path(const StaleHierarchy *h) {
         return name ? path_join(h->run_dir, "namespaces", name) : NULL;
 }
 
+static bool parse_u64(const char *s, uint64_t *ret) {
+        char *end;
+
+        errno = 0;
+        *ret = strtoull(s, &end, 10);
+        return errno == 0 && end != s && *end == '\0' && s[0] != '-';
+}
+
+static uint64_t field_u64(json_object *o, const char *key) {
+        json_object *v;
+
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int)
+                ? (uint64_t) json_object_get_uint64(v) : 0;
+}
+
+static NsWant want_from_json(uint64_t ns_ino, json_object *value) {
+        NsWant w = { .ns_ino = ns_ino };
+        uint64_t pid;
+
+        if (!json_object_is_type(value, json_type_object)) {
+                /* The older form, "<inode>": MOUNT_ATTR_*: no witness. */
+                w.attr = (uint64_t) json_object_get_int64(value) & TUCK_ATTR_MASK;
+                return w;
+        }
+        w.attr = field_u64(value, "attr") & TUCK_ATTR_MASK;
+        pid = field_u64(value, "pid");
+        if (pid > 0 && pid <= INT32_MAX) {
+                w.pid = (pid_t) pid;
+                w.start_time = field_u64(value, "start_time");
+        }
+        return w;
+}
+
+int ns_wants_from_json(json_object *o, NsWant **ret, size_t *ret_n) {
+        NsWant *w;
+        size_t n = 0;
+
+        if (!json_object_is_type(o, json_type_object))
+                return -EBADMSG;
+        w = calloc(json_object_object_length(o) ?: 1, sizeof(NsWant));
+        if (!w)
+                return -ENOMEM;
+        json_object_object_foreach(o, key, value) {
+                uint64_t ns_ino;
+
+                if (!parse_u64(key, &ns_ino) || ns_ino == 0) {
+                        log_debug("Ignoring a wish for '%s': not a mount namespace inode.", key);
+                        continue;
+                }
+                w[n++] = want_from_json(ns_ino, value);
+        }
+        *ret = w;
+        *ret_n = n;
+        return 0;
+}
+
+json_object *ns_wants_to_json(const NsWant *w, size_t n) {
+        json_object *o = json_object_new_object();
+
+        for (size_t i = 0; o && i < n; i++) {
+                json_object *e;
+                char key[24];
+
+                if (w[i].pid <= 0)
+                        continue;
+                e = json_object_new_object();
+                if (!e) {
+                        json_object_put(o);
+                        return NULL;
+                }
+                json_object_object_add(e, "attr", json_object_new_uint64(w[i].attr));
+                json_object_object_add(e, "pid", json_object_new_int64(w[i].pid));
+                json_object_object_add(e, "start_time", json_object_new_uint64(w[i].start_time));
+                snprintf(key, sizeof(key), "%" PRIu64, w[i].ns_ino);
+                json_object_object_add(o, key, e);
+        }
+        return o;
+}
+
+size_t ns_wants_confirm(NsWant *w, size_t n, NsWitnessCheck check, void *userdata) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                if (w[i].pid > 0 && check(&w[i], userdata)) {
+                        w[k++] = w[i];
+                        continue;
+                }
+                if (w[i].pid > 0)
+                        log_debug("Dropping what mount namespace %" PRIu64 " was known to want (0x%" PRIx64 "): "
+                                  "its witness, pid %d started at %" PRIu64 ", is not in it any more, and its "
+                                  "inode may be another namespace's now.",
+                                  w[i].ns_ino, w[i].attr, (int) w[i].pid, w[i].start_time);
+                else
+                        log_debug("Dropping what mount namespace %" PRIu64 " was known to want (0x%" PRIx64 "): "
+                                  "recorded without a witness, it cannot be told from a namespace given its inode since.",
+                                  w[i].ns_ino, w[i].attr);
+        }
+        return k;
+}
+
+uint64_t ns_wanted(const NsWant *w, size_t n, uint64_t ns_ino) {
+        for (size_t i = 0; i < n; i++)
+                if (w[i].ns_ino == ns_ino)
+                        return w[i].attr;
+        return 0;
+}
+
+int proc_stat_start_time(const char *stat, uint64_t *ret) {
+        /* "PID (COMM) STATE ...": the comm may hold spaces and parentheses, the last ')' ends it. */
+        const char *p = strrchr(stat, ')');
+        unsigned long long t;
+        char *end;
+
+        if (!p)
+                return -EBADMSG;
+        p++;
+        for (unsigned field = 3; field <= 22; field++) {
+                if (*p != ' ')
+                        return -EBADMSG;
+                p++;
+                if (field < 22)
+                        p += strcspn(p, " ");
+        }
+        if (*p < '0' || *p > '9')
+                return -EBADMSG;
+        errno = 0;
+        t = strtoull(p, &end, 10);
+        if (errno != 0 || (*end != ' ' && *end != '\n' && *end != '\0'))
+                return -EBADMSG;
+        *ret = t;
+        return 0;
+}
+
+int ns_witness_read(pid_t pid, uint64_t *ret_ns_ino, uint64_t *ret_start_time) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *stat = NULL;
+        uint64_t start_time;
+        struct stat st;
+        int r;
+
+        if (pid <= 0)
+                return -ESRCH;
+        /* Both through one fd of /proc/PID: once that process is gone, lookups below it fail
+         * with ESRCH even if its pid was given to another, so both facts are of one process. */
+        fd = proc_open(pid, "", O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
+                return fd == -ENOENT ? -ESRCH : fd;
+        r = read_full_file_at(fd, "stat", 4096, &stat);
+        if (r < 0)
+                return r;
+        r = proc_stat_start_time(stat, &start_time);
+        if (r < 0)
+                return r;
+        if (fstatat(fd, "ns/mnt", &st, 0) < 0)
+                return -errno;
+        *ret_ns_ino = st.st_ino;
+        *ret_start_time = start_time;
+        return 0;
+}
+
+bool ns_witness_check(const NsWant *w, void *userdata) {
+        uint64_t ns_ino, start_time;
+
+        return ns_witness_read(w->pid, &ns_ino, &start_time) >= 0 &&
+                ns_ino == w->ns_ino && start_time == w->start_time;
+}
+
+/* The wishes recorded for @h whose witnesses still stand. */
 static int wants_load(const StaleHierarchy *h, NsWant **ret, size_t *ret_n) {
         _cleanup_free_ char *path = wants_path(h);
         json_object *o = NULL;
-        NsWant *w;
-        size_t n = 0;
         int r;
 
         *ret = NULL;
@@ -67,34 +234,23 @@ static int wants_load(const StaleHierarchy *h, NsWant **ret, size_t *ret_n) {
                 return 0;
         if (r < 0)
                 return r;
-        w = calloc(json_object_object_length(o) ?: 1, sizeof(NsWant));
-        if (!w) {
-                json_object_put(o);
-                return -ENOMEM;
-        }
-        json_object_object_foreach(o, key, value)
-                w[n++] = (NsWant) { strtoull(key, NULL, 10), (uint64_t) json_object_get_int64(value) & TUCK_ATTR_MASK };
+        r = ns_wants_from_json(o, ret, ret_n);
         json_object_put(o);
-        *ret = w;
-        *ret_n = n;
+        if (r < 0)
+                return r;
+        *ret_n = ns_wants_confirm(*ret, *ret_n, ns_witness_check, NULL);
         return 0;
 }
 
 /* Only the namespaces seen now are kept: the others are gone. */
 static int wants_save(const StaleHierarchy *h, const NsWant *w, size_t n) {
         _cleanup_free_ char *path = wants_path(h), *dir = path_join(h->run_dir, "namespaces");
-        json_object *o = json_object_new_object();
+        json_object *o = ns_wants_to_json(w, n);
         int r;
 
         if (!path || !dir || !o) {
                 json_object_put(o);
                 return -ENOMEM;
-        }
-        for (size_t i = 0; i < n; i++) {
-                char key[24];
-
-                snprintf(key, sizeof(key), "%" PRIu64, w[i].ns_ino);
-                json_object_object_add(o, key, json_object_new_int64((int64_t) w[i].attr));
         }
         r = mkdir_p(dir, 0755);
         if (r >= 0)
@@ -103,14 +259,27 @@ static int wants_save(const StaleHierarchy *h, const NsWant *w, size_t n) {
         return r;
 }
 
-static uint64_t wanted(const NsWant *w, size_t n, uint64_t ns_ino) {
-        for (size_t i = 0; i < n; i++)
-                if (w[i].ns_ino == ns_ino)
-                        return w[i].attr;
-        return 0;
+/* @v's process, if it is still in @v's namespace, as the witness of @w. */
+static void want_witness(NsWant *w, const NamespaceView *v) {
+        uint64_t ns_ino, start_time;
+        int r;
+
+        r = ns_witness_read(v->pid, &ns_ino, &start_time);
+        if (r >= 0 && ns_ino != v->ns_ino)
+                r = -ESRCH;
+        if (r < 0) {
+                log_debug_errno(r, "No witness for mount namespace %" PRIu64 " (pid %d): its wish is not "
+                                "recorded: %m", v->ns_ino, (int) v->pid);
+                return;
+        }
+        w->pid = v->pid;
+        w->start_time = start_time;
 }
 
-/* Each view's wish: what it has now and what it was known to want. Saved for the next pass. */
+/*
+ * Each view's wish: what it has now and what it was known to want (@old,
+ * confirmed), with a witness. Saved for the next pass.
+ */
 static int wants_update(const StaleHierarchy *h, const NsWant *old, size_t n_old, const NamespaceView *views,
                         size_t n_views, NsWant **ret) {
         NsWant *w = calloc(n_views ?: 1, sizeof(NsWant));
@@ -118,8 +287,13 @@ static int wants_update(const StaleHierarchy *h, const NsWant *old, size_t n_old
 
         if (!w)
                 return -ENOMEM;
-        for (size_t i = 0; i < n_views; i++)
-                w[i] = (NsWant) { views[i].ns_ino, (views[i].attr | wanted(old, n_old, views[i].ns_ino)) & TUCK_ATTR_MASK };
+        for (size_t i = 0; i < n_views; i++) {
+                w[i] = (NsWant) {
+                        .ns_ino = views[i].ns_ino,
+                        .attr = (views[i].attr | ns_wanted(old, n_old, views[i].ns_ino)) & TUCK_ATTR_MASK,
+                };
+                want_witness(&w[i], &views[i]);
+        }
         r = wants_save(h, w, n_views);
         if (r < 0)
                 log_debug_errno(r, "Cannot record what the namespaces of %s want: %m", h->path);
@@ -203,7 +377,7 @@ static int scan(const StaleHierarchy *h, dev_t live, const dev_t *ours, size_t n
 
 int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, uint64_t new_attr,
                       StaleSnapshot *ret) {
-        _cleanup_free_ NsWant *old = NULL, *now = NULL;
+        _cleanup_free_ NsWant *old = NULL;
         StaleSnapshot s = {};
         size_t n_old = 0;
         struct stat st;
@@ -218,14 +392,14 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
         if (r < 0)
                 return r;
         (void) wants_load(h, &old, &n_old);
-        r = wants_update(h, old, n_old, s.views, s.n_views, &now);
+        r = wants_update(h, old, n_old, s.views, s.n_views, &s.wants);
         if (r < 0) {
                 stale_snapshot_done(&s);
                 return r;
         }
         /* The flags each namespace wants, not only those it has now (report may have loosened them). */
         for (size_t i = 0; i < s.n_views; i++)
-                s.views[i].attr = now[i].attr;
+                s.views[i].attr = s.wants[i].attr;
         if (h->policy == STALE_POLICY_HEAL && s.n_views > 0)
                 s.pinned = heal_pin_loosenable(s.views, s.n_views, new_attr);
         *ret = s;
@@ -309,15 +483,17 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
         if (r < 0)
                 return r;
 
-        /* What each wants: the snapshot before the swap, or what was recorded. */
+        /* What each wants: the snapshot before the swap (its witnesses checked again: a
+         * namespace may have died meanwhile and its inode gone to another), or what was recorded. */
         if (before) {
                 old = calloc(before->n_views ?: 1, sizeof(NsWant));
                 if (!old) {
                         namespace_views_free(now, n_now);
                         return -ENOMEM;
                 }
-                for (size_t i = 0; i < before->n_views; i++)
-                        old[n_old++] = (NsWant) { before->views[i].ns_ino, before->views[i].attr };
+                if (before->wants)
+                        memcpy(old, before->wants, before->n_views * sizeof(NsWant));
+                n_old = ns_wants_confirm(old, before->n_views, ns_witness_check, NULL);
         } else
                 (void) wants_load(h, &old, &n_old);
         r = wants_update(h, old, n_old, now, n_now, &want);

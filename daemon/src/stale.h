@@ -27,9 +27,26 @@
  * What a namespace wants (its flags before any swap loosened them) is kept
  * in /run/tuck/namespaces/<hierarchy>.json, so a namespace loosened while
  * the policy was report gets its flags back once it is heal, whichever of
- * tuckctl and tuckd runs then.
+ * tuckctl and tuckd runs then:
+ *
+ *   { "<mnt ns inode>": { "attr": MOUNT_ATTR_*, "pid": PID, "start_time": TICKS }, ... }
+ *
+ * The inode number alone does not name a namespace across runs: once a
+ * namespace is gone the kernel hands its number to the next one made
+ * (proc_alloc_inum(), lowest free first), so a restarted service could be
+ * given the nosuid of the namespace that had its number before, or lose
+ * its own. Each entry therefore names a witness, a process that was in the
+ * namespace when the entry was written, by pid and start time
+ * (/proc/PID/stat field 22, clock ticks since boot; a reused pid has
+ * another). An entry applies only while its witness still runs, with that
+ * start time, in a namespace of that inode; otherwise it is dropped and the
+ * namespace keeps the flags it has now (logged at debug level). Entries of
+ * the older form, "<mnt ns inode>": MOUNT_ATTR_*, have no witness and are
+ * dropped the same way. The same check applies to the snapshot taken
+ * before a swap.
  */
 
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -52,6 +69,7 @@ typedef struct StaleHierarchy {
 /* What was seen before a swap. */
 typedef struct StaleSnapshot {
         NamespaceView *views;
+        NsWant *wants;               /* what each of @views wants, with its witness */
         size_t n_views;
         int pinned;                  /* namespaces pinned so the swap cannot loosen them */
 } StaleSnapshot;
@@ -81,3 +99,31 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
  */
 int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, const StaleSnapshot *before,
                  HealReport **ret, size_t *ret_n);
+
+/* ---- what namespaces want (see above); pure but for ns_witness_read() and ns_witness_check() */
+
+/* Entries of a wishes file, both forms; the older form without a witness. -EBADMSG if not one. */
+int ns_wants_from_json(json_object *o, NsWant **ret, size_t *ret_n);
+/* The wishes file's object: entries without a witness are left out (they could not be confirmed). */
+json_object *ns_wants_to_json(const NsWant *w, size_t n);
+
+/* Is @w's witness still a process in the namespace of inode @w->ns_ino, started at @w->start_time? */
+typedef bool (*NsWitnessCheck)(const NsWant *w, void *userdata);
+
+/*
+ * Keep the entries of @w whose witness @check confirms, in order, and drop
+ * the others (and those without one). Returns how many are kept.
+ */
+size_t ns_wants_confirm(NsWant *w, size_t n, NsWitnessCheck check, void *userdata);
+
+/* The flags recorded for namespace @ns_ino in @w (confirmed), 0 if none. */
+uint64_t ns_wanted(const NsWant *w, size_t n, uint64_t ns_ino);
+
+/* The start time of a process, field 22 of its /proc/PID/stat text @stat. -EBADMSG if malformed. */
+int proc_stat_start_time(const char *stat, uint64_t *ret);
+
+/* PID's mount namespace inode and start time, both read from the one process (-ESRCH: gone). */
+int ns_witness_read(pid_t pid, uint64_t *ret_ns_ino, uint64_t *ret_start_time);
+
+/* The NsWitnessCheck of a real machine, through /proc. */
+bool ns_witness_check(const NsWant *w, void *userdata);
