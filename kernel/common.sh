@@ -24,7 +24,7 @@
 # Config fragments per variant, merged in this order on top of allnoconfig.
 declare -A variant_fragments=(
         [release]="base systemd images release"
-        [debug]="base systemd images debug"
+        [debug]="base suite debug"
 )
 
 tarball=${TUCK_KERNEL_TARBALL:-/usr/src/linux-source-6.1.tar.xz}
