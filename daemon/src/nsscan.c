@@ -241,23 +241,29 @@ int namespace_view_read(pid_t pid, const char *root, const char *path, Namespace
  * is free again once the overlay is gone, and the kernel hands it to the
  * next tmpfs or overlay mounted anywhere (a container's, say).
  */
-static bool view_is_extension_overlay(const NamespaceView *v) {
+char *namespace_view_overlay_source(const NamespaceView *v) {
         _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
         struct libmnt_fs *fs;
 
         if (mount_table_read(v->pid, &tb) < 0)
-                return false;
+                return NULL;
         fs = mount_table_find_id(tb, (int) v->mnt_id);
-        if (!fs || !streq_ptr(mnt_fs_get_fstype(fs), "overlay"))
-                return false;
-        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
-                if (streq_ptr(mnt_fs_get_source(fs), image_class_info[k].overlay_source) ||
-                    streq_ptr(mnt_fs_get_source(fs), image_class_info[k].foreign_source))
+        if (!fs || !streq_ptr(mnt_fs_get_fstype(fs), "overlay") || !mnt_fs_get_source(fs))
+                return NULL;
+        return strdup(mnt_fs_get_source(fs));
+}
+
+static bool view_is_extension_overlay(const NamespaceView *v) {
+        _cleanup_free_ char *source = namespace_view_overlay_source(v);
+
+        for (ImageClass k = 0; source && k < _IMAGE_CLASS_MAX; k++)
+                if (streq(source, image_class_info[k].overlay_source) ||
+                    streq(source, image_class_info[k].foreign_source))
                         return true;
         return false;
 }
 
-static bool dev_in(dev_t d, const dev_t *devs, size_t n) {
+bool dev_in(dev_t d, const dev_t *devs, size_t n) {
         for (size_t i = 0; i < n; i++)
                 if (devs[i] == d)
                         return true;

@@ -92,6 +92,16 @@ typedef enum NsScanFlags {
 int namespaces_scan(const char *root, const char *path, const dev_t *ours, size_t n_ours, NsScanFlags flags,
                     NamespaceView **ret, size_t *ret_n);
 
+/* Is @d one of the @n device numbers in @devs? */
+bool dev_in(dev_t d, const dev_t *devs, size_t n);
+
+/*
+ * The mount source of the mount @v shows ("tuck-sysext", "sysext", ...) if
+ * it is an overlay, else NULL; read from the view's mount table. Owned by
+ * the caller.
+ */
+char *namespace_view_overlay_source(const NamespaceView *v);
+
 /* What a view shows, against generation record @g (NULL: never merged). */
 void namespace_view_classify(NamespaceView *v, const Generation *g);
 

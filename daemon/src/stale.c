@@ -24,11 +24,8 @@ void stale_snapshot_done(StaleSnapshot *s) {
 }
 
 static void add_dev(dev_t *devs, size_t *n, size_t max, dev_t d) {
-        if (d == 0 || *n >= max)
+        if (d == 0 || *n >= max || dev_in(d, devs, *n))
                 return;
-        for (size_t i = 0; i < *n; i++)
-                if (devs[i] == d)
-                        return;
         devs[(*n)++] = d;
 }
 
@@ -301,26 +298,6 @@ static int wants_update(const StaleHierarchy *h, const NsWant *old, size_t n_old
         return 0;
 }
 
-/* The mount source of @v's top if it is an overlay, else NULL (owned). */
-static char *view_overlay_source(const NamespaceView *v) {
-        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
-        struct libmnt_fs *fs;
-
-        if (mount_table_read(v->pid, &tb) < 0)
-                return NULL;
-        fs = mount_table_find_id(tb, (int) v->mnt_id);
-        if (!fs || !streq_ptr(mnt_fs_get_fstype(fs), "overlay") || !mnt_fs_get_source(fs))
-                return NULL;
-        return strdup(mnt_fs_get_source(fs));
-}
-
-static bool dev_in(dev_t d, const dev_t *devs, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (devs[i] == d)
-                        return true;
-        return false;
-}
-
 /* Does @v show one of our overlays (see stale.h)? @live: the host's top, alive. */
 static bool view_is_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours, size_t n_ours,
                          const NamespaceView *v) {
@@ -331,7 +308,7 @@ static bool view_is_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours,
                 return true;
         if (!dev_in(v->dev, ours, n_ours) && !h->foreign)
                 return false;
-        source = view_overlay_source(v);
+        source = namespace_view_overlay_source(v);
         if (streq_ptr(source, info->foreign_source))
                 return true;
         return dev_in(v->dev, ours, n_ours) && streq_ptr(source, info->overlay_source);
