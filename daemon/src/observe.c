@@ -22,11 +22,13 @@ TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, const TuckH
 
         if (g && g->merged && g->overlay_dev == dev && g->overlay_mnt_id == id)
                 return TOP_OURS;
-        /* Our overlay below something else? Then someone stacked on it: hands off. */
+        /* Our overlay below something else? Then someone stacked on it: hands off. The
+         * recorded overlay is its mount ID and its device: once it is gone, the kernel hands
+         * its ID to the next mount made (lowest free first), which is not ours to guard. */
         for (struct libmnt_fs *fs = top; g && g->merged && fs; fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
                 if (!streq_ptr(mnt_fs_get_target(fs), h->full))
                         break;
-                if ((uint64_t) mnt_fs_get_id(fs) == g->overlay_mnt_id)
+                if ((uint64_t) mnt_fs_get_id(fs) == g->overlay_mnt_id && mnt_fs_get_devno(fs) == g->overlay_dev)
                         return TOP_OTHER;
         }
         if (!streq_ptr(fstype, "overlay"))
