@@ -66,6 +66,13 @@ typedef int (*IniCallback)(const char *section, const char *key, const char *val
 /* Parses ini text. Malformed lines are an error naming the line (-EBADMSG, *ret_error). */
 int ini_parse(const char *text, IniCallback callback, void *userdata, char **ret_error);
 
+/*
+ * A hierarchy path as tuck uses it: canonical ("/usr/" is "/usr"), absolute,
+ * not "/", without ',' or ':' (overlayfs option syntax). Else -EINVAL and
+ * *ret_error says why.
+ */
+int hierarchy_path_canonicalize(const char *path, char **ret, char **ret_error);
+
 int config_parse_boolean(const char *s);
 
 int config_init_defaults(TuckConfig *c);

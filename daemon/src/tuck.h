@@ -32,8 +32,9 @@
 typedef struct TuckContext TuckContext;
 
 typedef struct TuckHierarchy {
-        char *path;          /* "/usr": as configured, without the root prefix */
-        char *full;          /* with the root prefix: where it is mounted here */
+        char *path;          /* "/usr": as configured (canonical), without the root prefix */
+        char *full;          /* where it is mounted here: root prefix applied, symlinks
+                              * resolved inside the root (/opt -> var/opt) */
         char *id;            /* "usr": file and directory name form */
         ImageClass class;
 } TuckHierarchy;

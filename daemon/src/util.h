@@ -48,6 +48,12 @@ char *strjoin_real(const char *first, ...);
 char *path_join_real(const char *first, ...);
 /* Join path components with exactly one '/' between them; NULL or "" components are skipped. */
 #define path_join(...) path_join_real(__VA_ARGS__, NULL)
+/*
+ * An absolute path in canonical form: one '/' between components, none at
+ * the end ("/usr//lib/" -> "/usr/lib"). -EINVAL for a relative path or one
+ * with "." or ".." components.
+ */
+int path_canonicalize(const char *path, char **ret);
 char *strstrip(char *s);
 int asprintf_safe(char **ret, const char *format, ...) _printf_(2, 3);
 /* Replaces *p (freed) with a newly formatted string; -ENOMEM leaves *p NULL. */
