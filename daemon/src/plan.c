@@ -230,9 +230,9 @@ static int plan_merge_or_refresh(const PlanInput *in, HierarchyPlan *h) {
                 h->action = PLAN_TAKEOVER;
                 break;
         case TOP_OURS:
-                if (!in->force && layers_unchanged(h->layers, h->n_layers, h->current)) {
+                if (!in->always_refresh && layers_unchanged(h->layers, h->n_layers, h->current)) {
                         h->action = PLAN_KEEP;
-                        return set_reason(h, "inputs unchanged (use --force to refresh anyway)");
+                        return set_reason(h, "inputs unchanged (use --always-refresh to refresh anyway)");
                 }
                 h->action = PLAN_REFRESH;
                 break;

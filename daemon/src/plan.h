@@ -19,7 +19,7 @@
  *     --allow-downgrade permits both. A refused hierarchy keeps its current
  *     generation; the other hierarchies go ahead.
  *   - unchanged inputs (same layers, same image fingerprints, our overlay
- *     still on top) are a no-op unless --force.
+ *     still on top) are a no-op unless --always-refresh.
  */
 
 #include <json-c/json.h>
@@ -94,7 +94,7 @@ typedef struct PlanInput {
         const PlanHierarchyInput *hierarchies;
         size_t n_hierarchies;
         json_object *versions;       /* high-water marks */
-        bool force;
+        bool always_refresh;         /* refresh even if unchanged */
         bool allow_downgrade;
         char * const *remove;        /* extensions whose removal was requested */
 } PlanInput;

@@ -244,7 +244,9 @@ static int inspect_image(Run *run, size_t idx) {
         r = image_tree_fd(run, idx, &fd);
         if (r < 0)
                 return mark_invalid(img, "cannot mount: %s", strerror(-r));
-        return image_validate(img, fd, &run->host, run->c->root, run->c->config.hierarchies[img->class]);
+        /* --force: no host to match the release file against, as systemd-sysext skips the check. */
+        return image_validate(img, fd, run->o->ignore_release ? NULL : &run->host, run->c->root,
+                              run->c->config.hierarchies[img->class]);
 }
 
 static int run_inspect(Run *run) {
@@ -311,19 +313,32 @@ static int observe_hierarchy(Run *run, size_t i) {
         return 0;
 }
 
-int run_observe(Run *run) {
+/* Every hierarchy's generation record (unprivileged: files in /run/tuck anyone may read). */
+static int run_load_generations(Run *run) {
         run->generations = calloc(run->c->n_hierarchies ?: 1, sizeof(Generation));
+        if (!run->generations)
+                return -ENOMEM;
+        for (size_t i = 0; i < run->c->n_hierarchies; i++) {
+                int r = load_generation(run, i);
+
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int run_observe(Run *run) {
+        int r;
+
+        r = run_load_generations(run);
+        if (r < 0)
+                return r;
         run->inputs = calloc(run->c->n_hierarchies ?: 1, sizeof(PlanHierarchyInput));
         run->input_index = calloc(run->c->n_hierarchies ?: 1, sizeof(size_t));
-        if (!run->generations || !run->inputs || !run->input_index)
+        if (!run->inputs || !run->input_index)
                 return -ENOMEM;
 
         for (size_t i = 0; i < run->c->n_hierarchies; i++) {
-                int r;
-
-                r = load_generation(run, i);
-                if (r < 0)
-                        return r;
                 if (!class_selected(run->o, run->c->hierarchies[i].class))
                         continue;
                 r = observe_hierarchy(run, i);
@@ -342,7 +357,7 @@ static int run_plan(Run *run) {
                 .hierarchies = run->inputs,
                 .n_hierarchies = run->n_inputs,
                 .versions = run->versions,
-                .force = run->o->force,
+                .always_refresh = run->o->always_refresh,
                 .allow_downgrade = run->o->allow_downgrade || run->c->config.allow_downgrade,
                 .remove = run->o->remove,
         };
@@ -989,9 +1004,36 @@ int tuck_refresh(TuckContext *c, const TuckOptions *o, Report **ret) {
 int tuck_unmerge(TuckContext *c, const TuckOptions *o, Report **ret) {
         return tuck_run(c, VERB_UNMERGE, o, ret);
 }
+/*
+ * list: as root, the images are inspected under the lock (the staged ones
+ * where they are staged, the others mounted detached); otherwise only what
+ * discovery and the generation records tell: no lock, nothing mounted, and
+ * an image is known by its record if it is active.
+ */
+static int list_steps(Run *run, bool privileged) {
+        int r;
+
+        if (!privileged) {
+                r = run_discover(run);
+                for (size_t i = 0; r >= 0 && i < run->n_images; i++)
+                        if (run->images[i]->state == IMAGE_CANDIDATE)
+                                (void) image_fingerprint(run->images[i]);
+                return r < 0 ? r : run_load_generations(run);
+        }
+        r = run_prepare(run);
+        if (r >= 0)
+                r = run_discover(run);
+        if (r >= 0)
+                r = run_inspect(run);
+        if (r >= 0)
+                r = run_observe(run);
+        return r;
+}
+
 int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_error) {
         _cleanup_report_ Report *report = report_new("list");
         Run run = run_new(c, VERB_REFRESH, o, report);
+        bool privileged = geteuid() == 0;
         ImageList *l;
         int r;
 
@@ -1000,18 +1042,13 @@ int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_
         l = calloc(1, sizeof(ImageList));
         if (!l)
                 return -ENOMEM;
-        r = run_prepare(&run);
-        if (r >= 0)
-                r = run_discover(&run);
-        if (r >= 0)
-                r = run_inspect(&run);
-        if (r >= 0)
-                r = run_observe(&run);
+        r = list_steps(&run, privileged);
         if (r >= 0) {
                 l->images = TAKE_PTR(run.images);
                 l->n_images = run.n_images;
                 l->generations = TAKE_PTR(run.generations);
                 l->n_generations = c->n_hierarchies;
+                l->inspected = privileged;
         }
         /* Nothing was staged: newly mounted images go when run_done() closes their fds. */
         run_done(&run);

@@ -9,7 +9,7 @@
  *   TuckContext *c;
  *   tuck_context_new("/", NULL, &c, &error);
  *   Report *report;
- *   r = tuck_refresh(c, &(TuckOptions) { .force = true }, &report);
+ *   r = tuck_refresh(c, &(TuckOptions) { .always_refresh = true }, &report);
  *   report_print(report, stdout);
  *
  * Return values: <0 failure (some hierarchy failed or was refused; the report
@@ -60,7 +60,10 @@ typedef struct TuckHooks {
 
 typedef struct TuckOptions {
         unsigned classes;        /* 1 << IMAGE_SYSEXT | 1 << IMAGE_CONFEXT; 0 means both */
-        bool force;              /* refresh even if inputs are unchanged */
+        bool always_refresh;     /* refresh even if inputs are unchanged (--always-refresh) */
+        bool ignore_release;     /* --force: merge extensions whose release file does not
+                                  * match the host (ID, VERSION_ID, *_LEVEL, ARCHITECTURE, SCOPE) */
+        bool no_reload;          /* --no-reload: no manager reload, no unit restarts */
         bool allow_downgrade;    /* older versions and unrequested removals */
         bool allow_window;       /* without MOVE_MOUNT_BENEATH: unmount, then mount */
         bool no_block;           /* fail with -EBUSY instead of waiting for the lock */

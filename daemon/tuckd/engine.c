@@ -188,7 +188,11 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, c
         _cleanup_report_ Report *report = NULL;
         TuckHooks th = { .before_swap = hook_before, .after_swap = hook_after, .userdata = e };
         TuckOptions o = {
-                .force = flags & TUCK_BUS_FLAG_FORCE,
+                .classes = (flags & TUCK_BUS_FLAG_SYSEXT ? 1u << IMAGE_SYSEXT : 0) |
+                           (flags & TUCK_BUS_FLAG_CONFEXT ? 1u << IMAGE_CONFEXT : 0),
+                .always_refresh = flags & TUCK_BUS_FLAG_ALWAYS_REFRESH,
+                .ignore_release = flags & TUCK_BUS_FLAG_IGNORE_RELEASE,
+                .no_reload = flags & TUCK_BUS_FLAG_NO_RELOAD,
                 .allow_downgrade = flags & TUCK_BUS_FLAG_ALLOW_DOWNGRADE,
                 .stale_policy = &policy,
                 .hooks = &th,
@@ -229,7 +233,7 @@ int engine_status_json(Engine *e, char **ret, char **ret_error) {
         Status *s = NULL;
         int r;
 
-        r = tuck_status(e->ctx, &s);
+        r = tuck_status(e->ctx, NULL, &s);
         if (r < 0)
                 return r;
         r = json_to_string(status_to_json(s), ret);

@@ -33,5 +33,5 @@ diag "lowerdir= is ${#lowerdir} bytes for $((N + 1)) layers"
 check "the lowerdir option exceeds 6.1's 256-byte fsconfig limit (${#lowerdir} bytes) and still mounted" \
         test "${#lowerdir}" -gt 256
 expect_eq "$((N + 1)) lower layers (extensions + base)" "$(tr ':' '\n' <<<"$lowerdir" | wc -l)" $((N + 1))
-check "a forced refresh of $N layers" grep -q '^/usr: refreshed' <<<"$(tuck refresh --force)"
+check "a forced refresh of $N layers" grep -q '^/usr: refreshed' <<<"$(tuck refresh --always-refresh)"
 tap_done

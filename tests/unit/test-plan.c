@@ -52,7 +52,7 @@ typedef struct Case {
         Image *images[4];
         const char *current_name, *current_version, *current_fp;   /* NULL: never merged */
         const char *highwater;   /* for "foo" */
-        bool force, allow_downgrade;
+        bool always_refresh, allow_downgrade;
         const char *remove;
         PlanAction action;
         int error;
@@ -88,7 +88,7 @@ static void run(const Case *c) {
                 .hierarchies = &h,
                 .n_hierarchies = 1,
                 .versions = versions,
-                .force = c->force,
+                .always_refresh = c->always_refresh,
                 .allow_downgrade = c->allow_downgrade,
                 .remove = c->remove ? remove : NULL,
         };
@@ -134,8 +134,8 @@ int main(void) {
                 { "nothing to merge", VERB_REFRESH, TOP_BASE, {}, .action = PLAN_NOTHING, .reason_contains = "no extensions" },
                 { "unchanged inputs: no-op", VERB_REFRESH, TOP_OURS, { img("foo", "1", "f1", true) },
                   "foo", "1", "f1", .action = PLAN_KEEP, .reason_contains = "unchanged" },
-                { "unchanged, --force", VERB_REFRESH, TOP_OURS, { img("foo", "1", "f1", true) },
-                  "foo", "1", "f1", .force = true, .action = PLAN_REFRESH },
+                { "unchanged, --always-refresh", VERB_REFRESH, TOP_OURS, { img("foo", "1", "f1", true) },
+                  "foo", "1", "f1", .always_refresh = true, .action = PLAN_REFRESH },
                 { "new image content", VERB_REFRESH, TOP_OURS, { img("foo", "1", "f2", true) },
                   "foo", "1", "f1", .action = PLAN_REFRESH },
                 { "upgrade", VERB_REFRESH, TOP_OURS, { img("foo", "2.1", "f2", true) },
