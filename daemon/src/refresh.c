@@ -509,13 +509,32 @@ static int stage_layers(Run *run, SwapJob *j) {
         return 0;
 }
 
+/* The layers' names bottom to top (the metadata layer's list) and their images top first (messages). */
+static int layer_names(const HierarchyPlan *p, char ***ret_names, char ***ret_images) {
+        _cleanup_strv_free_ char **names = calloc(1, sizeof(char *)), **images = calloc(1, sizeof(char *));
+
+        if (!names || !images)
+                return -ENOMEM;
+        for (size_t k = 0; k < p->n_layers; k++)
+                if (strv_extend(&names, p->layers[k]->name) < 0 ||
+                    strv_extend(&images, p->layers[p->n_layers - 1 - k]->path) < 0)
+                        return -ENOMEM;
+        *ret_names = TAKE_PTR(names);
+        *ret_images = TAKE_PTR(images);
+        return 0;
+}
+
 /* 5c. Assemble the overlay in the staging namespace, nested mounts re-attached, and clone it out. */
 static int assemble(Run *run, SwapJob *j) {
+        _cleanup_strv_free_ char **names = NULL, **images = NULL;
         Submount *subs = NULL;
         size_t n_subs = 0;
         struct stat st;
         int r;
 
+        r = layer_names(j->p, &names, &images);
+        if (r < 0)
+                return r;
         r = submounts_clone(j->h->full, &subs, &n_subs, &j->error);
         if (r < 0)
                 return r;
@@ -523,7 +542,11 @@ static int assemble(Run *run, SwapJob *j) {
         if (r >= 0) {
                 OverlaySpec spec = {
                         .hid = j->h->id,
+                        .hierarchy = j->h->path,
+                        .class = j->h->class,
                         .lowers = j->lowers,
+                        .layer_images = images,
+                        .extensions = names,
                         .source = image_class_info[j->h->class].overlay_source,
                         .attr = j->attr,
                         .submounts = subs,

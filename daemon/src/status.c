@@ -325,19 +325,12 @@ Status *status_free(Status *s) {
  * systemd-sysext status reports it).
  */
 static int read_foreign(HierarchyStatus *h) {
-        const ImageClassInfo *info = &image_class_info[h->hierarchy->class];
-        _cleanup_free_ char *p = path_join(h->hierarchy->full, info->metadata_dir, info->metadata_list), *text = NULL;
         struct stat st;
         int r;
 
-        if (!p)
-                return -ENOMEM;
-        r = read_full_file_at(AT_FDCWD, p, 1024 * 1024, &text);
+        r = observe_foreign_extensions(h->hierarchy, &h->foreign);
         if (r < 0)
                 return r;
-        h->foreign = strv_split(text, "\n");
-        if (!h->foreign)
-                return -ENOMEM;
         if (stat(h->hierarchy->full, &st) == 0)
                 h->foreign_since_usec = (uint64_t) st.st_mtim.tv_sec * 1000000 + st.st_mtim.tv_nsec / 1000;
         return 0;
