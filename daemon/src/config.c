@@ -90,7 +90,7 @@ int config_parse_boolean(const char *s) {
 }
 
 int config_init_defaults(TuckConfig *c) {
-        *c = (TuckConfig) {};
+        *c = (TuckConfig) { .reload_manager = -1 };
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
                 if (!(c->search_dirs[k] = strv_copy((char * const *) image_class_info[k].search_dirs)) ||
                     !(c->hierarchies[k] = strv_copy((char * const *) image_class_info[k].hierarchies))) {
@@ -176,6 +176,15 @@ static int parse_one(const char *section, const char *key, const char *value, un
                 if (streq(key, "Hierarchies"))
                         return parse_path_list(value, line, true, &s->config->hierarchies[k], s->error);
         } else if (streq(section, "Policy")) {
+                if (streq(key, "ReloadManager")) {
+                        b = config_parse_boolean(value);
+                        if (b < 0) {
+                                (void) asprintf_safe(s->error, "line %u: %s= takes a boolean, got '%s'", line, key, value);
+                                return -EINVAL;
+                        }
+                        s->config->reload_manager = b;
+                        return 0;
+                }
                 bool *target = streq(key, "AllowDowngrade") ? &s->config->allow_downgrade :
                                streq(key, "AllowWindow") ? &s->config->allow_window : NULL;
 

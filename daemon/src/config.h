@@ -22,6 +22,9 @@
  *   [Policy]
  *   AllowDowngrade=no   # yes: like --allow-downgrade on every call
  *   AllowWindow=no      # yes: like --allow-window (never needed on Linux >= 6.5)
+ *   ReloadManager=      # no: never daemon-reload or restart units after a swap
+ *                       # (like --no-reload on every call); yes: also below a
+ *                       # --root other than "/"; unset: on "/" only
  *
  *   # Namespaces a refresh leaves behind (a container's own bind of /usr,
  *   # ...): heal (default), report or restart. Read by libtuck, so tuckctl
@@ -56,6 +59,7 @@ typedef struct TuckConfig {
         char **hierarchies[_IMAGE_CLASS_MAX];
         bool allow_downgrade;
         bool allow_window;
+        int reload_manager;          /* ReloadManager=: 1 yes, 0 no, -1 (unset) on "/" only (reload.h) */
         StalePolicy stale_policy;
 } TuckConfig;
 

@@ -87,6 +87,7 @@ void run_done(Run *run) {
         free(run->inputs);
         free(run->input_index);
         plan_done(&run->plan);
+        manager_request_done(&run->manager);
         staging_close(&run->staging);
         staging_table_done(&run->table);
         json_object_put(run->versions);
@@ -380,12 +381,14 @@ typedef struct SwapJob {
         char *error;                 /* why a step failed */
         bool exposed;                /* the window opened and stayed open: the base shows */
         StaleSnapshot stale;         /* namespaces before the swap */
+        char **preserved;            /* taking systemd-sysext's overlay over: the extensions it had */
 } SwapJob;
 
 static void swap_job_done(SwapJob *j) {
         stale_snapshot_done(&j->stale);
         free(j->base_rel);
         strv_free(j->lowers);
+        strv_free(j->preserved);
         safe_close(j->tree);
         free(j->error);
 }
@@ -666,13 +669,20 @@ static int swap_into_place(SwapJob *j) {
 }
 
 static int layer_from_image(Layer *l, const Image *img) {
-        return layer_copy(l, &(const Layer) {
+        int r;
+
+        r = layer_copy(l, &(const Layer) {
                 .name = img->name,
                 .extension = img->extension,
                 .version = img->version,
                 .image = img->path,
                 .fingerprint = img->fingerprint,
         });
+        if (r >= 0)
+                r = layer_set_manager_fields(l, img->release);
+        if (r < 0)
+                layer_done(l);
+        return r;
 }
 
 /* The record of the generation now in place at the hierarchy. */
@@ -790,6 +800,9 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
         if (r < 0)
                 return r;
 
+        /* What systemd-sysext had merged stays merged: not new to the service manager. */
+        if (p->live.top == TOP_SYSTEMD)
+                (void) observe_foreign_extensions(j.h, &j.preserved);
         r = ensure_base(run, &j);
         if (r >= 0)
                 r = stage_layers(run, &j);
@@ -813,6 +826,10 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "the new generation is in place but could not "
                                             "be recorded: %s", strerror(-r));
         report_swapped(hr, &j, &new);
+        r = manager_request_add_swap(&run->manager, j.old, &new, j.preserved);
+        if (r < 0)
+                (void) report_warn(run->report, "%s: cannot tell what the service manager is to do: %s",
+                                   j.h->path, strerror(-r));
         generation_done(j.old);
         *j.old = new;
         stale_after(run, j.h, j.old, replaced_top(p), p->live.top == TOP_SYSTEMD, &j.stale, hr);
@@ -839,6 +856,9 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
                 r = -errno;
         if (r < 0)
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "cannot unmount the overlay: %s", strerror(-r));
+
+        if (manager_request_add_all(&run->manager, g) < 0)
+                (void) report_warn(run->report, "%s: cannot tell what the service manager is to do", h->path);
 
         /* The base goes too: the next merge captures the hierarchy as it is then. */
         if (staging_enter(&run->staging) >= 0)
@@ -961,6 +981,28 @@ int run_collect(Run *run) {
         return staging_table_save(run->c->run_dir, &run->table);
 }
 
+/* 8. The service manager: daemon-reload and unit restarts, as the extensions that changed ask (reload.h). */
+static void run_manager(Run *run) {
+        ManagerReport *m = &run->report->manager;
+        int policy = run->c->config.reload_manager;
+        const char *skip = NULL;
+
+        if (!run->manager.reload)
+                return;
+        m->asked_by = strv_copy(run->manager.asked_by);
+        if (run->o->no_reload)
+                skip = "--no-reload";
+        else if (policy == 0)
+                skip = "ReloadManager=no";
+        else if (policy < 0 && !streq(run->c->root, "/"))
+                skip = "--root: the host's service manager is not this tree's";
+        if (skip) {
+                m->skipped = strdup(skip);
+                return;
+        }
+        manager_request_execute(&run->manager, m);
+}
+
 /* The steps of merge, refresh and unmerge (see the top of this file). */
 static int run_steps(Run *run) {
         int r;
@@ -979,6 +1021,8 @@ static int run_steps(Run *run) {
                 r = run_plan(run);
         if (r >= 0)
                 r = run_execute(run);
+        if (r >= 0)
+                run_manager(run);
         return r;
 }
 

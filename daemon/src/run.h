@@ -15,6 +15,7 @@
 #include "extension-release.h"
 #include "image.h"
 #include "plan.h"
+#include "reload.h"
 #include "report.h"
 #include "staging.h"
 #include "state.h"
@@ -43,6 +44,7 @@ typedef struct Run {
         size_t *input_index;         /* input -> index in c->hierarchies */
         Plan plan;
         int beneath;                 /* -1: not probed yet */
+        ManagerRequest manager;      /* what the swaps ask of the service manager */
 } Run;
 
 Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *report);

@@ -23,6 +23,8 @@ void layer_done(Layer *l) {
         free(l->version);
         free(l->image);
         free(l->fingerprint);
+        strv_free(l->restart_units);
+        strv_free(l->reload_or_restart_units);
         *l = (Layer) {};
 }
 
@@ -33,9 +35,13 @@ int layer_copy(Layer *dst, const Layer *src) {
                 .version = strdup_or_null(src->version),
                 .image = strdup_or_null(src->image),
                 .fingerprint = strdup(src->fingerprint),
+                .reload_manager = src->reload_manager,
+                .restart_units = src->restart_units ? strv_copy(src->restart_units) : NULL,
+                .reload_or_restart_units = src->reload_or_restart_units ? strv_copy(src->reload_or_restart_units) : NULL,
         };
         if (!dst->name || !dst->extension || !dst->fingerprint || (src->version && !dst->version) ||
-            (src->image && !dst->image)) {
+            (src->image && !dst->image) || (src->restart_units && !dst->restart_units) ||
+            (src->reload_or_restart_units && !dst->reload_or_restart_units)) {
                 layer_done(dst);
                 return -ENOMEM;
         }
@@ -137,6 +143,35 @@ static int jadd_str(json_object *o, const char *key, const char *value) {
         return json_object_object_add(o, key, value ? json_object_new_string(value) : NULL);
 }
 
+/* A list of strings, left out when empty (older records have none). */
+static void jadd_strv(json_object *o, const char *key, char * const *l) {
+        json_object *a;
+
+        if (strv_length(l) == 0)
+                return;
+        a = json_object_new_array();
+        STRV_FOREACH(s, l)
+                json_object_array_add(a, json_object_new_string(*s));
+        json_object_object_add(o, key, a);
+}
+
+static int jstrv(json_object *o, const char *key, char ***ret) {
+        json_object *a;
+
+        *ret = NULL;
+        if (!json_object_object_get_ex(o, key, &a) || !json_object_is_type(a, json_type_array))
+                return 0;
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *v = json_object_array_get_idx(a, i);
+
+                if (!json_object_is_type(v, json_type_string))
+                        return -EBADMSG;
+                if (strv_extend(ret, json_object_get_string(v)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 static dev_t parse_devnum(const char *s) {
         unsigned ma, mi;
 
@@ -180,6 +215,10 @@ json_object *generation_to_json(const Generation *g) {
                 jadd_str(l, "version", g->layers[i].version);
                 jadd_str(l, "image", g->layers[i].image);
                 jadd_str(l, "fingerprint", g->layers[i].fingerprint);
+                if (g->layers[i].reload_manager)
+                        json_object_object_add(l, "reload_manager", json_object_new_boolean(true));
+                jadd_strv(l, "restart_units", g->layers[i].restart_units);
+                jadd_strv(l, "reload_or_restart_units", g->layers[i].reload_or_restart_units);
                 json_object_array_add(layers, l);
         }
         json_object_object_add(o, "layers", layers);
@@ -226,7 +265,10 @@ int generation_from_json(json_object *o, Generation *ret) {
                         x->version = strdup_or_null(jstr(l, "version"));
                         x->image = strdup_or_null(jstr(l, "image"));
                         x->fingerprint = strdup_or_null(jstr(l, "fingerprint"));
-                        if (!x->name || !x->extension || !x->fingerprint)
+                        x->reload_manager = jbool(l, "reload_manager");
+                        if (!x->name || !x->extension || !x->fingerprint ||
+                            jstrv(l, "restart_units", &x->restart_units) < 0 ||
+                            jstrv(l, "reload_or_restart_units", &x->reload_or_restart_units) < 0)
                                 goto bad;
                 }
         }
