@@ -20,8 +20,11 @@
  *        a. base     capture it once, before the first merge: a private clone,
  *                    peeled out from under systemd-sysext's overlay if needed
  *        b. stage    attach new images in the staging namespace (staging.c)
- *        c. assemble the overlay there, re-attach clones of nested mounts,
- *                    clone it out detached and private with its flags (overlay.c)
+ *        c. assemble the overlay there (its top layer the metadata layer
+ *                    systemd-sysext writes; past one overlay's capacity,
+ *                    groups of layers nested), re-attach clones of nested
+ *                    mounts, clone it out detached and private with its
+ *                    flags (overlay.c)
  *        d. swap     first merge: on top; otherwise MOVE_MOUNT_BENEATH beneath
  *                    the live top, then unmount the old top (swap.c)
  *        e. record   the generation (/run/tuck) and versions (/var/lib/tuck)
@@ -31,6 +34,8 @@
  *   6. collect     unmount staged images no generation uses any more
  *   7. stale       the same for every merged hierarchy that did not change:
  *                  what a killed run or StalePolicy=report left behind
+ *   8. manager     one daemon-reload and the unit restarts the extensions that
+ *                  entered, changed or left ask for (reload.c)
  *
  * Every step before 5d works in the staging namespace or on detached mounts:
  * if one fails, the host's mount table is exactly as it was.
