@@ -115,6 +115,19 @@ static int add_layer(ManagerRequest *m, const Layer *l) {
         return 0;
 }
 
+/* A unit in both lists is only restarted. */
+static void prune_reload_or_restart(ManagerRequest *m) {
+        size_t k = 0;
+
+        for (size_t i = 0; m->reload_or_restart && m->reload_or_restart[i]; i++)
+                if (strv_contains(m->restart, m->reload_or_restart[i]))
+                        free(m->reload_or_restart[i]);
+                else
+                        m->reload_or_restart[k++] = m->reload_or_restart[i];
+        if (m->reload_or_restart)
+                m->reload_or_restart[k] = NULL;
+}
+
 static const Layer *find_layer(const Generation *g, const char *name) {
         for (size_t i = 0; g && g->merged && i < g->n_layers; i++)
                 if (streq(g->layers[i].name, name))
@@ -141,6 +154,7 @@ int manager_request_add_swap(ManagerRequest *m, const Generation *old, const Gen
                         if (r < 0)
                                 return r;
                 }
+        prune_reload_or_restart(m);
         return 0;
 }
 
@@ -151,6 +165,7 @@ int manager_request_add_all(ManagerRequest *m, const Generation *g) {
                 if (r < 0)
                         return r;
         }
+        prune_reload_or_restart(m);
         return 0;
 }
 
@@ -239,6 +254,5 @@ void manager_request_execute(const ManagerRequest *m, ManagerReport *rep) {
         STRV_FOREACH(u, m->restart)
                 unit_job(bus, "RestartUnit", *u, &rep->restarted, rep);
         STRV_FOREACH(u, m->reload_or_restart)
-                if (!strv_contains(m->restart, *u))
-                        unit_job(bus, "ReloadOrRestartUnit", *u, &rep->reloaded_or_restarted, rep);
+                unit_job(bus, "ReloadOrRestartUnit", *u, &rep->reloaded_or_restarted, rep);
 }
