@@ -199,13 +199,22 @@ static int failed(ManagerReport *rep, const char *what, const sd_bus_error *e, i
         return strv_consume(&rep->failed, s);
 }
 
+/*
+ * Reload answers once the manager has reloaded, so the units below are known
+ * by then. That can take longer than sd-bus's default 25 s (seen: a loaded
+ * VM under TCG); systemctl waits 6 min. Two, within tuckd's watchdog (3 min):
+ * the refresh waits here in tuckd's event loop.
+ */
+#define RELOAD_TIMEOUT_USEC (UINT64_C(120) * 1000000)
+
 static int daemon_reload(sd_bus *bus, ManagerReport *rep) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         sd_bus_error error = SD_BUS_ERROR_NULL;
         int r;
 
-        /* Reload returns once the manager has reloaded: the units below are known by then. */
-        r = sd_bus_call_method(bus, SYSTEMD_BUS_NAME, SYSTEMD_BUS_PATH, SYSTEMD_BUS_MANAGER, "Reload", &error,
-                               NULL, NULL);
+        r = sd_bus_message_new_method_call(bus, &m, SYSTEMD_BUS_NAME, SYSTEMD_BUS_PATH, SYSTEMD_BUS_MANAGER, "Reload");
+        if (r >= 0)
+                r = sd_bus_call(bus, m, RELOAD_TIMEOUT_USEC, &error, NULL);
         if (r < 0)
                 (void) failed(rep, "daemon-reload", &error, r);
         else
@@ -249,7 +258,10 @@ void manager_request_execute(const ManagerRequest *m, ManagerReport *rep) {
                 (void) failed(rep, "cannot connect to the service manager", NULL, r);
                 return;
         }
-        if (daemon_reload(bus, rep) < 0)
+        /* A reload that did not answer in time may still be under way: the manager takes the
+         * jobs below after it. Any other failure: the units may be unknown, ask for nothing. */
+        r = daemon_reload(bus, rep);
+        if (r < 0 && r != -ETIMEDOUT)
                 return;
         STRV_FOREACH(u, m->restart)
                 unit_job(bus, "RestartUnit", *u, &rep->restarted, rep);
