@@ -93,16 +93,19 @@ paged() {
         script -qec "$*" /dev/null >/dev/null 2>&1 || true
         [[ -s $out ]]
 }
+not_paged() {
+        ! paged "$@"
+}
 P=$LOGS/paged
 cmd="'$TUCKCTL' --root='$ROOT' list"
 check "on a terminal, list goes through \$SYSTEMD_PAGER" paged "$P" "SYSTEMD_PAGER='cat >$P' $cmd"
 check "...which got the list" grep -q "foo" "$P"
 check "\$PAGER when \$SYSTEMD_PAGER is unset" paged "$P" "env -u SYSTEMD_PAGER PAGER='cat >$P' $cmd"
 check "\$SYSTEMD_PAGER wins over \$PAGER" paged "$P" "SYSTEMD_PAGER='cat >$P' PAGER='cat >/dev/null' $cmd"
-check "--no-pager: no pager" bash -c '! "$@"' _ paged "$P" "SYSTEMD_PAGER='cat >$P' $cmd --no-pager"
-check "SYSTEMD_PAGER=cat: no pager" bash -c '! "$@"' _ paged "$P" "SYSTEMD_PAGER=cat PAGER='cat >$P' $cmd"
+check "--no-pager: no pager" not_paged "$P" "SYSTEMD_PAGER='cat >$P' $cmd --no-pager"
+check "SYSTEMD_PAGER=cat: no pager" not_paged "$P" "SYSTEMD_PAGER=cat PAGER='cat >$P' $cmd"
 check "status goes through the pager too" paged "$P" "SYSTEMD_PAGER='cat >$P' '$TUCKCTL' --root='$ROOT' status"
-check "--json: never paged" bash -c '! "$@"' _ paged "$P" "SYSTEMD_PAGER='cat >$P' $cmd --json=short"
+check "--json: never paged" not_paged "$P" "SYSTEMD_PAGER='cat >$P' $cmd --json=short"
 rm -f "$P"
 SYSTEMD_PAGER="cat >$P" tuck list >/dev/null || true
 check "not a terminal: no pager" test ! -e "$P"
@@ -126,5 +129,29 @@ expect_eq "systemd-sysext refresh: nothing on stdout, as systemd's" "$out" ""
 check "...what it did on stderr" grep -q '^/usr: refreshed' "$LOGS/compat-refresh.err"
 check "...sysext only: /etc untouched" bash -c '! grep -q "^/etc" "$1"' _ "$LOGS/compat-refresh.err"
 expect_eq "systemd-sysext refresh: exit 0" "$(rc "$SYSEXT" --root="$ROOT" refresh)" 0
+
+# Run by systemd-sysext.service itself: its stock ExecStop=systemd-sysext unmerge and
+# ExecStart=systemd-sysext merge, from a unit file systemd has not re-read since tuck's
+# drop-in came. A cgroup named as that unit (below a slice of this test's) is how
+# sd_pid_get_unit() tells.
+# cgroup v2 (the unified hierarchy where it is hybrid), as heal-layouts.sh's unit_cgroup.
+cg=/sys/fs/cgroup
+[[ -d $cg/unified ]] && cg=$cg/unified
+unit_cg=$cg/tuck-test-cli-$RANDOM$RANDOM.slice/systemd-sysext.service
+mkdir -p "$unit_cg"
+trap 'rmdir "$unit_cg" "${unit_cg%/*}" 2>/dev/null || true; host_teardown' EXIT
+as_unit() {
+        local r=0
+        bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$unit_cg" "$@" >>"$LOGS/unit.log" 2>&1 || r=$?
+        echo "$r"
+}
+expect_eq "as systemd-sysext.service: unmerge exits 0" "$(as_unit "$SYSEXT" --root="$ROOT" unmerge)" 0
+check "...and unmerged nothing" grep -q "^generation=" "$ROOT/usr/lib/tuck-probe/generation"
+expect_eq "...the probe file is still the extension's" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" A
+check "...and says why" grep -q "not unmerging while systemd-sysext.service stops" "$LOGS/unit.log"
+expect_eq "as systemd-sysext.service: merge while merged is a refresh, exit 0" "$(as_unit "$SYSEXT" --root="$ROOT" merge)" 0
+rmdir "$unit_cg" "${unit_cg%/*}" 2>/dev/null || true
+expect_eq "not as that unit: unmerge unmerges" "$(rc "$SYSEXT" --root="$ROOT" unmerge)" 0
+expect_eq "...the base again" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" base
 tuck unmerge >/dev/null || true
 tap_done
