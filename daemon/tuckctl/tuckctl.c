@@ -481,7 +481,12 @@ static int dispatch(const Verb *v, char **args) {
         int r;
 
         if (v->flags & VERB_BUS) {
-                r = tuckctl_bus_try(v->name, arg_root, &arg_options, arg_json != JSON_OFF, arg_quiet, &handled);
+                /* As systemd-sysext: what was done goes to stderr, stdout stays empty. */
+                r = tuckctl_bus_try(v->name, arg_root, &arg_options, arg_json != JSON_OFF,
+                                    arg_quiet || arg_compat >= 0, &handled);
+                if (handled && arg_compat >= 0 && !arg_quiet)
+                        fprintf(stderr, "%s (through tuckd): %s\n", v->name,
+                                r > 0 ? "done" : r == 0 ? "nothing to do" : "failed");
                 if (handled)
                         return exit_status(r);
         }

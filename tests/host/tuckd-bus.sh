@@ -161,6 +161,12 @@ check "tuckctl merge went through tuckd: $out" grep -q 'through tuckd' <<<"$out"
 check "tuckd ran it" test "$(prop RefreshCount | awk '{print $2}')" -eq $((count + 1))
 check "marker v3 after tuckctl merge" test "$(marker)" = v3
 check "journal: triggered over D-Bus" in_journal -qx 'TUCK_TRIGGER=D-Bus Merge'
+# Under systemd-sysext's name (its class only: a flag of the call), with systemd-sysext's silence on stdout.
+ln -sf "$TUCKCTL" "$W/systemd-sysext"
+rc=0
+out=$("$W/systemd-sysext" --root="$ROOT" --config="$CONF" refresh 2>"$LOGS/compat.err") || rc=$?
+check "as systemd-sysext, refresh goes through tuckd too (exit $rc), nothing on stdout ('$out')" test "$rc" = 0 -a -z "$out"
+check "...what it did on stderr" grep -qx 'refresh (through tuckd): nothing to do' "$LOGS/compat.err"
 stop_tuckd
 out=$("$TUCKCTL" --root="$ROOT" --config="$CONF" unmerge 2>&1) || true
 check "with tuckd stopped, tuckctl unmerge works directly: $out" bash -c "! grep -q 'through tuckd' <<<'$out'"
