@@ -170,8 +170,10 @@ int manager_request_add_all(ManagerRequest *m, const Generation *g) {
 }
 
 /*
- * The system bus, or PID 1's private socket where the bus is not up yet (a
- * refresh at boot, before dbus.socket), as systemd's own tools connect.
+ * As root PID 1's own socket, as systemctl connects: it is there at boot,
+ * before dbus.socket (a refresh by tuckd's start or systemd-sysext.service).
+ * $DBUS_SYSTEM_BUS_ADDRESS (tests), another user, or no such socket: the
+ * system bus.
  */
 static int manager_bus_open(sd_bus **ret) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;

@@ -63,5 +63,5 @@ int manager_request_add_swap(ManagerRequest *m, const Generation *old, const Gen
 /* Everything @g had: it is unmerged. */
 int manager_request_add_all(ManagerRequest *m, const Generation *g);
 
-/* Carries @m out over the system bus (PID 1's own socket when the bus is not up). */
+/* Carries @m out: as root over PID 1's own socket (also at boot, before the bus), else the system bus. */
 void manager_request_execute(const ManagerRequest *m, ManagerReport *ret);
