@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "extension-release.h"
+#include "nsscan.h"
 #include "tuck.h"
 
 struct TuckContext {
@@ -21,3 +22,6 @@ struct TuckContext {
 
 /* Root-prefixed path. */
 char *context_path(const TuckContext *c, const char *path);
+
+/* A run's scan budget from tuck.conf [Scan], fed through @hooks' keepalive (may be NULL). */
+ScanBudget context_scan_budget(const TuckContext *c, const TuckHooks *hooks);

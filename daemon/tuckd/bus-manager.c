@@ -17,6 +17,7 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
+#include "util.h"
 
 static int check_caller_is_root(sd_bus_message *msg, const char *method, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
@@ -192,11 +193,17 @@ void manager_emit_counters(Manager *m) {
 }
 
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome) {
+        _cleanup_free_ char *comm = NULL, *unit = NULL, *machine = NULL;
+
         if (!m->bus)
                 return 0;
+        /* Escaped as in the journal: whoever prints a signal gets one line per name. */
+        comm = name_escape(r->view.comm);
+        unit = name_escape(r->view.unit);
+        machine = name_escape(r->view.machine);
         return sd_bus_emit_signal(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, "NamespaceStale",
-                                  "sussss" "s", hierarchy, (uint32_t) r->view.pid, r->view.comm,
-                                  r->view.unit ?: "", r->view.machine ?: "",
+                                  "sussss" "s", hierarchy, (uint32_t) r->view.pid, strempty(comm),
+                                  strempty(unit), strempty(machine),
                                   heal_action_to_string(r->action), outcome);
 }
 

@@ -249,6 +249,16 @@ int engine_list_json(Engine *e, char **ret, char **ret_error) {
         return r;
 }
 
+int engine_reload(Engine *e) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = tuck_context_reload_policy(e->ctx, &error);
+        if (r < 0)
+                log_warning("Keeping libtuck's previous policy: %s", error ?: strerror(-r));
+        return r;
+}
+
 int engine_recover(Engine *e) {
         return tuck_recover(e->ctx);
 }

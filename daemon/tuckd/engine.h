@@ -77,5 +77,8 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, c
 int engine_status_json(Engine *e, char **ret, char **ret_error);
 int engine_list_json(Engine *e, char **ret, char **ret_error);
 
+/* SIGHUP: tuck.conf's policy again (StalePolicy=, RestartUnits=, [Scan]); not the directories. */
+int engine_reload(Engine *e);
+
 /* On start: adopt what is mounted, clean staging a killed refresh left. */
 int engine_recover(Engine *e);

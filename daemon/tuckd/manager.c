@@ -129,15 +129,19 @@ static int manager_adopt_generations(Manager *m, bool emit) {
 
 static void log_namespace(Manager *m, const Hierarchy *h, uint64_t generation, const HealReport *r,
                           const char *outcome) {
+        /* Names are someone else's (a comm is whatever the process set): escaped everywhere,
+         * so a name with a newline cannot make a line or a journal field of its own. */
+        _cleanup_free_ char *who = namespace_view_who(&r->view), *comm = name_escape(r->view.comm),
+                *unit = name_escape(r->view.unit), *user_unit = name_escape(r->view.user_unit),
+                *machine = name_escape(r->view.machine);
         char pid[16], want[32], now[32];
-        const char *who = r->view.machine ? "container" : r->view.unit ? "unit" : "process";
-        const char *name = r->view.machine ?: r->view.unit ?: r->view.comm;
         const char *fields[] = {
                 "TUCK_HIERARCHY", h->path,
                 "TUCK_PID", pid,
-                "TUCK_COMM", r->view.comm,
-                "TUCK_UNIT", r->view.unit ?: "",
-                "TUCK_MACHINE", r->view.machine ?: "",
+                "TUCK_COMM", strempty(comm),
+                "TUCK_UNIT", strempty(unit),
+                "TUCK_USER_UNIT", strempty(user_unit),
+                "TUCK_MACHINE", strempty(machine),
                 "TUCK_ACTION", heal_action_to_string(r->action),
                 "TUCK_FLAGS", mount_attr_to_string(r->want_attr, want, 32),
                 "TUCK_OUTCOME", outcome,
@@ -148,8 +152,8 @@ static void log_namespace(Manager *m, const Hierarchy *h, uint64_t generation, c
         log_event(r->result == 0 ? MESSAGE_ID_HEALED : MESSAGE_ID_STALE,
                   r->result < 0 ? LOG_ERR : r->result == 0 ? LOG_INFO : LOG_WARNING,
                   fields,
-                  "%s: %s %s (pid %d, %s) did not follow generation %" PRIu64 " (%s, flags %s now %s): %s",
-                  h->path, who, name, (int) r->view.pid, r->view.comm, generation,
+                  "%s: %s (pid %d, %s) did not follow generation %" PRIu64 " (%s, flags %s now %s): %s",
+                  h->path, strna(who), (int) r->view.pid, strna(comm), generation,
                   heal_action_to_string(r->action), want, mount_attr_to_string(r->view.attr, now, 32), outcome);
         (void) manager_emit_namespace(m, h->path, r, outcome);
 }
@@ -346,8 +350,10 @@ int manager_reload(Manager *m) {
         r = daemon_config_load(m->config_path, &c);
         if (r < 0)
                 log_warning("Keeping the previous configuration: '%s' is invalid.", m->config_path);
-        else
+        else {
                 m->config = c;
+                (void) engine_reload(m->engine);
+        }
 
         manager_unwatch_images(m);
         if (m->config.watch)

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * Forked helpers with a deadline, for work that may block on someone else's
+ * file system: a lookup below another namespace's root (the scan), or
+ * setns() and a swap there (heal). A FUSE server that never answers, or a
+ * dead NFS server, leaves the task that asked waiting; the parent stops
+ * waiting at the deadline, kills the child and goes on. A child whose
+ * request the FUSE server already read cannot even be killed (the kernel
+ * waits for the answer uninterruptibly: fs/fuse/dev.c
+ * request_wait_answer()): it is abandoned, never waited for, and reaped
+ * once it exits (the connection aborted, the server gone).
+ */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nsscan.h"
+
+typedef struct Worker {
+        pid_t pid;
+        int pidfd;
+} Worker;
+
+#define WORKER_NULL ((Worker) { .pid = 0, .pidfd = -EBADF })
+
+/* fork(): 0 in the child (which must _exit()), 1 in the parent (*ret set), <0 on failure. */
+int worker_fork(Worker *ret);
+
+/*
+ * Wait for @w to exit until @deadline (CLOCK_MONOTONIC µs), calling @b's
+ * keepalive meanwhile (@b may be NULL). Returns its exit status (>= 0),
+ * -EPROTO if a signal ended it, or -ETIMEDOUT: then it was sent SIGKILL and
+ * is abandoned (worker_abandon()). @w is done either way.
+ */
+int worker_wait(Worker *w, uint64_t deadline, const ScanBudget *b);
+
+/* SIGKILL, and reap it if it died at once; otherwise reaped later by worker_reap_abandoned(). */
+void worker_abandon(Worker *w);
+
+/* Reap the abandoned workers that have exited since (never blocks). Returns how many remain. */
+size_t worker_reap_abandoned(void);
+
+void worker_done(Worker *w);
