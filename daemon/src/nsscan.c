@@ -432,6 +432,7 @@ typedef struct Scan {
         bool stuck_changed;
         Pending *pending;
         size_t n_pending;
+        unsigned n_processes, n_deferred, n_tables, n_following;   /* for the debug line */
 } Scan;
 
 /* What the walk learns, the same in the parent (cache only) and in the worker. */
@@ -478,7 +479,7 @@ static int walk(const Scan *s, int root_fd, const char *name, bool want_sees_roo
         ret->mnt_id = sx.stx_mnt_id;
         /* statvfs() asks the file system: only of mounts we know are ours. */
         if (ret->dev == spec->live || (spec->base != 0 && ret->dev == spec->base))
-                ret->attr_known = path_get_mount_attr(fd, "", &ret->attr) >= 0;
+                ret->attr_known = fd_get_mount_attr(fd, &ret->attr) >= 0;
         if (want_sees_root) {
                 root_prefix = resolve(root_fd, spec->root, O_PATH | O_DIRECTORY);
                 if (root_prefix == -EAGAIN || root_prefix == -EOPNOTSUPP)
@@ -541,7 +542,7 @@ static bool stuck_find(const Scan *s, uint64_t ns_ino, const Stuck **ret) {
  * names the hierarchy, and the walk if the dentry cache can answer it.
  */
 static void pending_start(Scan *s, Pending *p) {
-        _cleanup_close_ int proc_fd = -EBADF, root_fd = -EBADF;
+        _cleanup_close_ int root_fd = -EBADF;
         const NsScanSpec *spec = s->spec;
         const Stuck *stuck;
         struct statx sx;
@@ -549,12 +550,13 @@ static void pending_start(Scan *s, Pending *p) {
         int r;
 
         p->state = PENDING_DROP;
+        /* The pidfd first: what is read from here on is believed only if its process is
+         * still there once a view is kept (scan_pending() checks). */
         if (p->v.pidfd < 0)
                 p->v.pidfd = pidfd_open_above_stdio(p->v.pid);
-        proc_fd = namespace_view_open_proc(&p->v);
-        if (proc_fd < 0)
+        if (p->v.pidfd < 0)
                 return;         /* gone */
-        root_fd = RET_NERRNO(openat(proc_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        root_fd = proc_open(p->v.pid, "root", O_PATH | O_DIRECTORY);
         if (root_fd == -ENOENT || root_fd == -ESRCH)
                 return;
         if (root_fd >= 0 && fd_statx(root_fd, STATX_INO, &sx) >= 0)
@@ -607,13 +609,13 @@ static void pending_start(Scan *s, Pending *p) {
 
 /* In the worker: one deferred namespace, any lookup it takes. */
 static void worker_walk_one(const Scan *s, const Pending *p, WalkResult *ret) {
-        _cleanup_close_ int proc_fd = -EBADF, root_fd = -EBADF;
+        _cleanup_close_ int root_fd = -EBADF;
         int r;
 
-        proc_fd = namespace_view_open_proc(&p->v);
-        r = proc_fd;
-        if (r >= 0)
-                r = root_fd = RET_NERRNO(openat(proc_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        /* Read by pid, like the parent's own walks: the parent checks the pidfd it holds. */
+        r = root_fd = proc_open(p->v.pid, "root", O_PATH | O_DIRECTORY);
+        if (r == -ENOENT)
+                r = -ESRCH;
         if (r >= 0)
                 r = walk(s, root_fd, p->v.path, p->want_sees_root, false, ret);
         ret->error = r < 0 ? r : 0;
@@ -729,6 +731,7 @@ static void walk_deferred(Scan *s) {
         for (size_t i = 0; i < s->n_pending; i++)
                 if (s->pending[i].state == PENDING_WORKER)
                         todo[n++] = i;
+        s->n_deferred = (unsigned) n;
         for (size_t next = 0; next < n; ) {
                 if (scan_budget_left(s->budget) == 0) {
                         _cleanup_free_ char *b = format_usec(s->budget->refresh_usec);
@@ -762,6 +765,7 @@ static void pending_confirm(Scan *s, Pending *p) {
         struct libmnt_fs *fs;
         int r;
 
+        s->n_tables++;
         r = namespace_view_mount_table(&p->v, s->budget, &tb);
         if (r == -ESRCH) {
                 p->state = PENDING_DROP;
@@ -796,6 +800,20 @@ static void pending_confirm(Scan *s, Pending *p) {
         }
 }
 
+/* On the live top with no flag beyond the host's, and wanting none: it follows, nothing to do. */
+static bool pending_follows(const Scan *s, const Pending *p) {
+        const NsScanSpec *spec = s->spec;
+
+        if (!(spec->flags & NSSCAN_SKIP_FOLLOWING) || p->v.error < 0 || spec->live == 0 || p->v.dev != spec->live)
+                return false;
+        if (!p->v.attr_known || (p->v.attr & ~spec->host_attr & TUCK_ATTR_MASK))
+                return false;
+        for (size_t i = 0; i < spec->n_watch; i++)
+                if (spec->watch[i] == p->v.ns_ino)
+                        return false;
+        return true;
+}
+
 /* After the walk: which views are kept, and the mount tables of the few that need one. */
 static void pending_settle(Scan *s, Pending *p) {
         const NsScanSpec *spec = s->spec;
@@ -805,6 +823,11 @@ static void pending_settle(Scan *s, Pending *p) {
                 return;
         if (p->want_sees_root && !p->sees_root) {
                 p->state = PENDING_DROP;        /* another test host's namespace */
+                return;
+        }
+        if (pending_follows(s, p)) {
+                p->state = PENDING_DROP;
+                s->n_following++;
                 return;
         }
         if (p->v.dev == spec->live && spec->live != 0)
@@ -926,6 +949,7 @@ static int enumerate(Scan *s) {
 
                 if (*end != 0 || pid <= 0)
                         continue;
+                s->n_processes++;
                 snprintf(path, sizeof(path), "%ld/ns/mnt", pid);
                 ino = link_ino(dirfd(d), path);
                 if (ino == 0)
@@ -1009,6 +1033,10 @@ static int scan_pending(Scan *s, NamespaceView **ret, size_t *ret_n) {
 
                 if (p->state != PENDING_KEEP)
                         continue;
+                /* Still the process whose pidfd was taken before any of it was read? Then all of
+                 * it was its own. (An unreadable view says so about the process that is there.) */
+                if (pidfd_check_alive(p->v.pidfd) < 0)
+                        continue;
                 if ((s->spec->flags & NSSCAN_IDENTIFY) && view_identify(&p->v) == -ESRCH)
                         continue;       /* gone meanwhile */
                 views[n++] = p->v;
@@ -1021,6 +1049,7 @@ static int scan_pending(Scan *s, NamespaceView **ret, size_t *ret_n) {
 
 int namespaces_scan(const NsScanSpec *spec, NamespaceView **ret, size_t *ret_n) {
         ScanBudget fallback = SCAN_BUDGET_DEFAULT;
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
         Scan s;
         int r;
 
@@ -1029,6 +1058,10 @@ int namespaces_scan(const NsScanSpec *spec, NamespaceView **ret, size_t *ret_n) 
                 r = enumerate(&s);
         if (r >= 0)
                 r = scan_pending(&s, ret, ret_n);
+        if (r >= 0)
+                log_debug("%s: %u processes, %zu namespaces, %u following, %zu kept, %u walked by a worker, "
+                          "%u mount tables read, in %" PRIu64 " us.", spec->path, s.n_processes, s.n_pending,
+                          s.n_following, *ret_n, s.n_deferred, s.n_tables, now_usec(CLOCK_MONOTONIC) - start);
         scan_done(&s);
         return r;
 }

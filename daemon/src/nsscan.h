@@ -177,6 +177,8 @@ typedef enum NsScanFlags {
         NSSCAN_ANY_CANDIDATE = 1 << 2, /* a view on any device but @live may be ours (taking
                                         * systemd-sysext's overlay over): its mount table says */
         NSSCAN_IDENTIFY = 1 << 3,    /* namespace_view_identify() every view kept */
+        NSSCAN_SKIP_FOLLOWING = 1 << 4, /* drop views on @live with no flag beyond @host_attr that
+                                         * are not in @watch: they follow, and need nothing */
 } NsScanFlags;
 
 /* What to look for at one hierarchy. */
@@ -187,6 +189,9 @@ typedef struct NsScanSpec {
         dev_t base;                  /* the base tuck holds there (status), 0: none */
         const dev_t *ours;           /* earlier overlays of ours: confirmed by the mount table */
         size_t n_ours;
+        uint64_t host_attr;          /* NSSCAN_SKIP_FOLLOWING: the host's flags at the hierarchy */
+        const uint64_t *watch;       /* ... and the namespaces (by inode) that want more than that */
+        size_t n_watch;
         NsScanFlags flags;
         ScanBudget *budget;          /* NULL: the defaults, for this scan alone */
 } NsScanSpec;

@@ -344,19 +344,30 @@ static void keep_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours, si
  * overlay of tuck's or systemd-sysext's; for a take-over every namespace is
  * read, and those on an overlay of systemd-sysext's are kept too.
  */
-static int scan(const StaleHierarchy *h, dev_t live, const dev_t *ours, size_t n_ours,
-                NamespaceView **ret, size_t *ret_n) {
+static int scan(const StaleHierarchy *h, dev_t live, uint64_t host_attr, const dev_t *ours, size_t n_ours,
+                const NsWant *wants, size_t n_wants, NamespaceView **ret, size_t *ret_n) {
+        _cleanup_free_ uint64_t *watch = calloc(n_wants ?: 1, sizeof(uint64_t));
         NsScanSpec spec = {
                 .root = h->root,
                 .path = h->path,
                 .live = live,
                 .ours = ours,
                 .n_ours = n_ours,
-                .flags = NSSCAN_SKIP_SELF | (h->foreign ? NSSCAN_ANY_CANDIDATE : 0),
+                .host_attr = host_attr,
+                .watch = watch,
+                .n_watch = n_wants,
+                /* A namespace on the host's top with the host's flags follows every swap by
+                 * propagation and has nothing to lose: not even a pidfd for it. Those that want
+                 * more than they have are watched by inode (their wishes). */
+                .flags = NSSCAN_SKIP_SELF | NSSCAN_SKIP_FOLLOWING | (h->foreign ? NSSCAN_ANY_CANDIDATE : 0),
                 .budget = h->budget,
         };
         int r;
 
+        if (!watch)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_wants; i++)
+                watch[i] = wants[i].ns_ino;
         r = namespaces_scan(&spec, ret, ret_n);
         if (r >= 0 && h->foreign)
                 keep_ours(h, live, ours, n_ours, *ret, ret_n);
@@ -380,10 +391,10 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
         r = path_get_mount_attr(AT_FDCWD, h->path, &host_attr);
         if (r < 0)
                 return r;
-        r = scan(h, st.st_dev, ours, n_ours, &s.views, &s.n_views);
+        (void) wants_load(h, &old, &n_old);
+        r = scan(h, st.st_dev, host_attr, ours, n_ours, old, n_old, &s.views, &s.n_views);
         if (r < 0)
                 return r;
-        (void) wants_load(h, &old, &n_old);
         r = wants_update(h, old, n_old, s.views, s.n_views, host_attr, &s.wants);
         if (r < 0) {
                 stale_snapshot_done(&s);
@@ -582,23 +593,21 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
                 return -ENOMEM;
         memcpy(all, ours, n_ours * sizeof(dev_t));
         all[n_ours] = st.st_dev;
-        r = scan(h, st.st_dev, all, n_ours + 1, &now, &n_now);
-        if (r < 0)
-                return r;
 
         /* What each wants: the snapshot before the swap (its witnesses checked again: a
          * namespace may have died meanwhile and its inode gone to another), or what was recorded. */
         if (before) {
                 old = calloc(before->n_views ?: 1, sizeof(NsWant));
-                if (!old) {
-                        namespace_views_free(now, n_now);
+                if (!old)
                         return -ENOMEM;
-                }
                 if (before->wants)
                         memcpy(old, before->wants, before->n_views * sizeof(NsWant));
                 n_old = ns_wants_confirm(old, before->n_views, ns_witness_check, NULL);
         } else
                 (void) wants_load(h, &old, &n_old);
+        r = scan(h, st.st_dev, host_attr, all, n_ours + 1, old, n_old, &now, &n_now);
+        if (r < 0)
+                return r;
         r = wants_update(h, old, n_old, now, n_now, host_attr, &want);
         if (r >= 0)
                 r = heal_views(h->root, h->path, host_fd, now, n_now, want, n_now,
