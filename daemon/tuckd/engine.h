@@ -60,6 +60,8 @@ typedef struct EngineHooks {
         void (*after_swap)(const EngineSwap *s, void *userdata);
         /* Once the verb is done: each namespace that did not follow, and what became of it. */
         void (*namespace)(size_t hierarchy, uint64_t generation, const HealReport *r, void *userdata);
+        /* Often, while a scan or heal waits on other namespaces (TuckHooks.keepalive). */
+        void (*keepalive)(void *userdata);
         void *userdata;
 } EngineHooks;
 
@@ -79,6 +81,9 @@ int engine_list_json(Engine *e, char **ret, char **ret_error);
 
 /* SIGHUP: tuck.conf's policy again (StalePolicy=, RestartUnits=, [Scan]); not the directories. */
 int engine_reload(Engine *e);
+
+/* Does the kernel have MOVE_MOUNT_BENEATH? Probed once (a scratch namespace), then remembered. */
+int engine_probe(Engine *e);
 
 /* On start: adopt what is mounted, clean staging a killed refresh left. */
 int engine_recover(Engine *e);

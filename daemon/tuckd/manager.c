@@ -67,9 +67,17 @@ int manager_new(const char *root, const char *config_path, Manager **ret) {
         return 0;
 }
 
+static void json_cache_done(JsonCache *c) {
+        free(c->json);
+        free(c->error);
+        *c = (JsonCache) {};
+}
+
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
+        json_cache_done(&m->status);
+        json_cache_done(&m->list);
         manager_unwatch_images(m);
         sd_event_source_disable_unref(m->refresh_timer);
         sd_event_source_disable_unref(m->rewatch);
@@ -204,6 +212,53 @@ static void on_namespace(size_t hierarchy, uint64_t generation, const HealReport
         log_namespace(m, m->hierarchies + hierarchy, generation, r, r->outcome ?: "unknown");
 }
 
+void manager_keepalive(void *userdata) {
+        Manager *m = userdata;
+        uint64_t now;
+
+        if (m->watchdog_usec == 0)
+                return;
+        now = now_usec(CLOCK_MONOTONIC);
+        if (now - m->watchdog_last < m->watchdog_usec / 4)
+                return;
+        m->watchdog_last = now;
+        (void) sd_notify(false, "WATCHDOG=1");
+}
+
+static void json_cache_make(JsonCache *c, int (*make)(Engine *, char **, char **), Engine *e) {
+        JsonCache n = {};
+
+        n.result = make(e, &n.json, &n.error);
+        n.usec = now_usec(CLOCK_MONOTONIC);
+        /* Someone else's refresh holds the lock: the last answer stands until ours. */
+        if (n.result == -EBUSY && c->usec != 0) {
+                json_cache_done(&n);
+                return;
+        }
+        json_cache_done(c);
+        *c = n;
+}
+
+static int json_cache_get(const JsonCache *c, const char **ret_json, const char **ret_error) {
+        *ret_json = c->json;
+        *ret_error = c->error;
+        return c->result < 0 ? c->result : 0;
+}
+
+int manager_status_json(Manager *m, const char **ret_json, const char **ret_error) {
+        /* However often anyone asks: one scan of the namespaces per STATUS_CACHE_USEC. */
+        if (m->status.usec == 0 || now_usec(CLOCK_MONOTONIC) - m->status.usec >= STATUS_CACHE_USEC)
+                json_cache_make(&m->status, engine_status_json, m->engine);
+        return json_cache_get(&m->status, ret_json, ret_error);
+}
+
+int manager_list_json(Manager *m, const char **ret_json, const char **ret_error) {
+        /* Made after every verb (manager_run()): an unprivileged List never mounts an image. */
+        if (m->list.usec == 0)
+                json_cache_make(&m->list, engine_list_json, m->engine);
+        return json_cache_get(&m->list, ret_json, ret_error);
+}
+
 static void log_refused(EngineVerb verb, const char *trigger, const char *reason) {
         const char *fields[] = {
                 "TUCK_VERB", engine_verb_to_string(verb),
@@ -235,9 +290,14 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
                        &(EngineHooks) {
                                .after_swap = on_after_swap,
                                .namespace = on_namespace,
+                               .keepalive = manager_keepalive,
                                .userdata = m,
                        },
                        &error);
+
+        /* What Status and List answer from now on: what this verb left. */
+        json_cache_done(&m->status);
+        json_cache_make(&m->list, engine_list_json, m->engine);
 
         /* Whatever the verb said, the mount table is the truth. */
         changed = manager_adopt_generations(m, true);
@@ -318,6 +378,9 @@ int manager_start(Manager *m) {
         r = engine_recover(m->engine);
         if (r < 0)
                 log_error_errno(r, "Failed to recover the state of a previous run: %m");
+        /* Now, once: Status reports it and must not mount anything when asked. */
+        (void) engine_probe(m->engine);
+        (void) sd_watchdog_enabled(false, &m->watchdog_usec);
 
         (void) manager_adopt_generations(m, false);
         for (size_t i = 0; i < m->n_hierarchies; i++)
