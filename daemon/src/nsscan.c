@@ -232,16 +232,31 @@ int namespace_view_mount_table(const NamespaceView *v, ScanBudget *b, struct lib
  *
  *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "worker": PID,
  *                          "worker_start_time": TICKS, "since": USEC }, ... }
+ *   or, for a mount table too long or too slow to read:
+ *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "table": -ERRNO, "since": USEC } }
  *
  * A worker a namespace left waiting (killed, but in a FUSE request its server
  * read) stays until that file system answers or goes away. While it is there
  * the namespace is reported unreadable without being looked at again, so
  * neither tuckd's refreshes nor a series of tuckctl runs pile up one stuck
  * process per run. Each entry names a witness in the namespace, as the
- * wishes do (stale.h), and the worker by its start time. */
+ * wishes do (stale.h), and the worker by its start time. A mount table that
+ * was over the budget is not read again for STUCK_TABLE_USEC either: a few
+ * namespaces of 20,000 stacked binds would otherwise cost every refresh and
+ * every status their full budget. */
+
+typedef enum StuckKind {
+        STUCK_WORKER,           /* a worker never came back from its walk: skip the walk */
+        STUCK_TABLE,            /* its mount table was too long or too slow: skip reading it */
+} StuckKind;
+
+/* A table found too long is not read again for this long (it may shrink, but rarely will). */
+#define STUCK_TABLE_USEC (300 * UINT64_C(1000000))
 
 typedef struct Stuck {
         uint64_t ns_ino;
+        StuckKind kind;
+        int error;              /* STUCK_TABLE: -E2BIG or -ETIMEDOUT */
         pid_t pid, worker;
         uint64_t start_time, worker_start_time, since;
 } Stuck;
@@ -293,6 +308,7 @@ static int stuck_load(const ScanBudget *b, Stuck **ret, size_t *ret_n) {
         if (json_object_is_type(o, json_type_object))
                 l = calloc(json_object_object_length(o) ?: 1, sizeof(Stuck));
         json_object_object_foreach(o, key, value) {
+                json_object *table;
                 Stuck s = {
                         .ns_ino = strtoull(key, NULL, 10),
                         .pid = (pid_t) json_u64(value, "pid"),
@@ -303,7 +319,16 @@ static int stuck_load(const ScanBudget *b, Stuck **ret, size_t *ret_n) {
                 };
                 uint64_t ns_ino, t;
 
-                if (!l || !process_running(s.worker, s.worker_start_time))
+                if (json_object_object_get_ex(value, "table", &table)) {
+                        s.kind = STUCK_TABLE;
+                        s.error = json_object_get_int(table);
+                }
+                if (!l)
+                        continue;
+                if (s.kind == STUCK_WORKER && !process_running(s.worker, s.worker_start_time))
+                        continue;
+                if (s.kind == STUCK_TABLE && (s.since + STUCK_TABLE_USEC < now_usec(CLOCK_REALTIME) ||
+                                              (s.error != -E2BIG && s.error != -ETIMEDOUT)))
                         continue;
                 if (ns_witness_read(s.pid, &ns_ino, &t) < 0 || ns_ino != s.ns_ino || t != s.start_time)
                         continue;
@@ -336,8 +361,11 @@ static int stuck_save(const ScanBudget *b, const Stuck *l, size_t n) {
                         continue;
                 json_object_object_add(e, "pid", json_object_new_int64(l[i].pid));
                 json_object_object_add(e, "start_time", json_object_new_uint64(l[i].start_time));
-                json_object_object_add(e, "worker", json_object_new_int64(l[i].worker));
-                json_object_object_add(e, "worker_start_time", json_object_new_uint64(l[i].worker_start_time));
+                if (l[i].kind == STUCK_WORKER) {
+                        json_object_object_add(e, "worker", json_object_new_int64(l[i].worker));
+                        json_object_object_add(e, "worker_start_time", json_object_new_uint64(l[i].worker_start_time));
+                } else
+                        json_object_object_add(e, "table", json_object_new_int(l[i].error));
                 json_object_object_add(e, "since", json_object_new_uint64(l[i].since));
                 snprintf(key, sizeof(key), "%" PRIu64, l[i].ns_ino);
                 json_object_object_add(o, key, e);
@@ -528,9 +556,9 @@ static void pending_walked(Pending *p, int r, const WalkResult *w) {
         p->state = PENDING_KEEP;
 }
 
-static bool stuck_find(const Scan *s, uint64_t ns_ino, const Stuck **ret) {
+static bool stuck_find(const Scan *s, uint64_t ns_ino, StuckKind kind, const Stuck **ret) {
         for (size_t i = 0; i < s->n_stuck; i++)
-                if (s->stuck[i].ns_ino == ns_ino) {
+                if (s->stuck[i].ns_ino == ns_ino && s->stuck[i].kind == kind) {
                         *ret = &s->stuck[i];
                         return true;
                 }
@@ -583,7 +611,7 @@ static void pending_start(Scan *s, Pending *p) {
                 pending_unreadable(p, root_fd, NULL);
                 return;
         }
-        if (stuck_find(s, p->v.ns_ino, &stuck)) {
+        if (stuck_find(s, p->v.ns_ino, STUCK_WORKER, &stuck)) {
                 _cleanup_free_ char *since = format_timestamp(stuck->since);
 
                 pending_unreadable(p, -ETIMEDOUT, NULL);
@@ -637,27 +665,35 @@ static _Noreturn void worker_main(const Scan *s, const size_t *todo, size_t n, s
         _exit(EXIT_SUCCESS);
 }
 
-/* A namespace the worker never came back from: unreadable, and remembered while the worker waits. */
-static void pending_stuck(Scan *s, Pending *p, const Worker *w) {
-        _cleanup_free_ char *budget = format_usec(s->budget->namespace_usec);
-        uint64_t ns_ino, start_time, worker_start_time;
+/* Remember @p's namespace as @kind, with itself as the witness. */
+static void stuck_add(Scan *s, const Pending *p, StuckKind kind, int error, const Worker *w) {
+        uint64_t ns_ino, start_time, worker_start_time = 0;
         Stuck *a;
 
-        pending_unreadable(p, -ETIMEDOUT, NULL);
-        (void) asprintf_safe(&p->v.error_text, "did not answer within %s, a hung FUSE or network file system?",
-                             strna(budget));
-        if (ns_witness_read(p->v.pid, &ns_ino, &start_time) < 0 || ns_ino != p->v.ns_ino ||
-            ns_witness_read(w->pid, &ns_ino, &worker_start_time) < 0)
+        if (ns_witness_read(p->v.pid, &ns_ino, &start_time) < 0 || ns_ino != p->v.ns_ino)
+                return;
+        if (w && ns_witness_read(w->pid, &ns_ino, &worker_start_time) < 0)
                 return;
         a = realloc(s->stuck, (s->n_stuck + 1) * sizeof(Stuck));
         if (!a)
                 return;
         s->stuck = a;
         s->stuck[s->n_stuck++] = (Stuck) {
-                .ns_ino = p->v.ns_ino, .pid = p->v.pid, .start_time = start_time,
-                .worker = w->pid, .worker_start_time = worker_start_time, .since = now_usec(CLOCK_REALTIME),
+                .ns_ino = p->v.ns_ino, .kind = kind, .error = error, .pid = p->v.pid, .start_time = start_time,
+                .worker = w ? w->pid : 0, .worker_start_time = worker_start_time,
+                .since = now_usec(CLOCK_REALTIME),
         };
         s->stuck_changed = true;
+}
+
+/* A namespace the worker never came back from: unreadable, and remembered while the worker waits. */
+static void pending_stuck(Scan *s, Pending *p, const Worker *w) {
+        _cleanup_free_ char *budget = format_usec(s->budget->namespace_usec);
+
+        pending_unreadable(p, -ETIMEDOUT, NULL);
+        (void) asprintf_safe(&p->v.error_text, "did not answer within %s, a hung FUSE or network file system?",
+                             strna(budget));
+        stuck_add(s, p, STUCK_WORKER, -ETIMEDOUT, w);
 }
 
 /*
@@ -760,28 +796,40 @@ static bool is_extension_source(const char *source) {
  * that mount an overlay of tuck's or systemd-sysext's? Its mount table says,
  * within the budget; its flags come from there too.
  */
+/* Too long or too slow: unreadable, said in words; @since: when that was found, if earlier. */
+static void pending_table_refused(Scan *s, Pending *p, int error, uint64_t since) {
+        _cleanup_free_ char *budget = format_usec(s->budget->namespace_usec), *why = NULL, *when = NULL;
+
+        pending_unreadable(p, error, NULL);
+        if (error == -E2BIG)
+                (void) asprintf_safe(&why, "its mount table has more than %u mounts", s->budget->max_mounts);
+        else
+                (void) asprintf_safe(&why, "its mount table could not be read within %s", strna(budget));
+        if (since != 0)
+                when = format_timestamp(since);
+        (void) asprintf_safe(&p->v.error_text, "%s%s%s: not read", strna(why), when ? ", seen at " : "",
+                             strempty(when));
+}
+
 static void pending_confirm(Scan *s, Pending *p) {
         _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
+        const Stuck *stuck;
         struct libmnt_fs *fs;
         int r;
 
+        if (stuck_find(s, p->v.ns_ino, STUCK_TABLE, &stuck)) {
+                pending_table_refused(s, p, stuck->error, stuck->since);
+                return;
+        }
         s->n_tables++;
         r = namespace_view_mount_table(&p->v, s->budget, &tb);
         if (r == -ESRCH) {
                 p->state = PENDING_DROP;
                 return;
         }
-        if (r == -E2BIG) {
-                pending_unreadable(p, r, NULL);
-                (void) asprintf_safe(&p->v.error_text, "its mount table has more than %u mounts: not read",
-                                     s->budget->max_mounts);
-                return;
-        }
-        if (r == -ETIMEDOUT) {
-                _cleanup_free_ char *b = format_usec(s->budget->namespace_usec);
-
-                pending_unreadable(p, r, NULL);
-                (void) asprintf_safe(&p->v.error_text, "its mount table could not be read within %s", strna(b));
+        if (r == -E2BIG || r == -ETIMEDOUT) {
+                pending_table_refused(s, p, r, 0);
+                stuck_add(s, p, STUCK_TABLE, r, NULL);
                 return;
         }
         if (r < 0) {
