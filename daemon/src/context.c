@@ -22,9 +22,14 @@ ScanBudget context_scan_budget(const TuckContext *c, const TuckHooks *hooks) {
                 .refresh_usec = c->config.scan_refresh_usec,
                 .max_mounts = c->config.scan_max_mounts,
                 .run_dir = c->run_dir,
-                .keepalive = hooks ? hooks->keepalive : NULL,
-                .userdata = hooks ? hooks->userdata : NULL,
+                .keepalive = hooks && hooks->keepalive ? hooks->keepalive : c->keepalive,
+                .userdata = hooks && hooks->keepalive ? hooks->userdata : c->keepalive_userdata,
         };
+}
+
+void tuck_context_set_keepalive(TuckContext *c, void (*keepalive)(void *userdata), void *userdata) {
+        c->keepalive = keepalive;
+        c->keepalive_userdata = userdata;
 }
 
 int tuck_context_reload_policy(TuckContext *c, char **ret_error) {

@@ -18,6 +18,8 @@ struct TuckContext {
         size_t n_hierarchies;
         char **image_dirs;
         int lock_fd;
+        void (*keepalive)(void *userdata);      /* tuck_context_set_keepalive() */
+        void *keepalive_userdata;
 };
 
 /* Root-prefixed path. */

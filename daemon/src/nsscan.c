@@ -155,7 +155,9 @@ static uint64_t attr_from_vfs_options(const char *opts) {
 }
 
 /* mountinfo in pieces, the budget checked between them: one read() of a table of
- * stacked mounts can cost milliseconds (each line's path walks the stack below it). */
+ * stacked mounts can cost milliseconds (each line's path walks the stack below it).
+ * Never before the second piece: a table that comes in one read (~150 mounts) is
+ * never refused for time, however loaded the machine. */
 static int read_mountinfo_bounded(int proc_fd, ScanBudget *b, char **ret, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
@@ -187,9 +189,9 @@ static int read_mountinfo_bounded(int proc_fd, ScanBudget *b, char **ret, size_t
                 n += k;
                 if (lines > b->max_mounts)
                         return -E2BIG;
-                if (now_usec(CLOCK_MONOTONIC) >= deadline)
-                        return -ETIMEDOUT;
                 scan_budget_keepalive(b);
+                if (n > (size_t) k && now_usec(CLOCK_MONOTONIC) >= deadline)
+                        return -ETIMEDOUT;
         }
         buf[n] = 0;
         *ret = TAKE_PTR(buf);
@@ -233,7 +235,9 @@ int namespace_view_mount_table(const NamespaceView *v, ScanBudget *b, struct lib
  *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "worker": PID,
  *                          "worker_start_time": TICKS, "since": USEC }, ... }
  *   or, for a mount table too long or too slow to read:
- *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "table": -ERRNO, "since": USEC } }
+ *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "table": -ERRNO, "limit": N,
+ *                          "since": USEC } }
+ *   (N: the MaxMounts= or the NamespaceBudgetSec= in µs it was over; a larger one now reads it again)
  *
  * A worker a namespace left waiting (killed, but in a FUSE request its server
  * read) stays until that file system answers or goes away. While it is there
@@ -257,6 +261,7 @@ typedef struct Stuck {
         uint64_t ns_ino;
         StuckKind kind;
         int error;              /* STUCK_TABLE: -E2BIG or -ETIMEDOUT */
+        uint64_t limit;         /* ... past which: MaxMounts= or NamespaceBudgetSec= then */
         pid_t pid, worker;
         uint64_t start_time, worker_start_time, since;
 } Stuck;
@@ -322,6 +327,7 @@ static int stuck_load(const ScanBudget *b, Stuck **ret, size_t *ret_n) {
                 if (json_object_object_get_ex(value, "table", &table)) {
                         s.kind = STUCK_TABLE;
                         s.error = json_object_get_int(table);
+                        s.limit = json_u64(value, "limit");
                 }
                 if (!l)
                         continue;
@@ -364,8 +370,10 @@ static int stuck_save(const ScanBudget *b, const Stuck *l, size_t n) {
                 if (l[i].kind == STUCK_WORKER) {
                         json_object_object_add(e, "worker", json_object_new_int64(l[i].worker));
                         json_object_object_add(e, "worker_start_time", json_object_new_uint64(l[i].worker_start_time));
-                } else
+                } else {
                         json_object_object_add(e, "table", json_object_new_int(l[i].error));
+                        json_object_object_add(e, "limit", json_object_new_uint64(l[i].limit));
+                }
                 json_object_object_add(e, "since", json_object_new_uint64(l[i].since));
                 snprintf(key, sizeof(key), "%" PRIu64, l[i].ns_ino);
                 json_object_object_add(o, key, e);
@@ -556,9 +564,16 @@ static void pending_walked(Pending *p, int r, const WalkResult *w) {
         p->state = PENDING_KEEP;
 }
 
+/* A table refused under a limit is refused again only under one as tight or tighter. */
+static bool stuck_applies(const Scan *s, const Stuck *st) {
+        if (st->kind != STUCK_TABLE)
+                return true;
+        return st->error == -E2BIG ? s->budget->max_mounts <= st->limit : s->budget->namespace_usec <= st->limit;
+}
+
 static bool stuck_find(const Scan *s, uint64_t ns_ino, StuckKind kind, const Stuck **ret) {
         for (size_t i = 0; i < s->n_stuck; i++)
-                if (s->stuck[i].ns_ino == ns_ino && s->stuck[i].kind == kind) {
+                if (s->stuck[i].ns_ino == ns_ino && s->stuck[i].kind == kind && stuck_applies(s, &s->stuck[i])) {
                         *ret = &s->stuck[i];
                         return true;
                 }
@@ -680,6 +695,7 @@ static void stuck_add(Scan *s, const Pending *p, StuckKind kind, int error, cons
         s->stuck = a;
         s->stuck[s->n_stuck++] = (Stuck) {
                 .ns_ino = p->v.ns_ino, .kind = kind, .error = error, .pid = p->v.pid, .start_time = start_time,
+                .limit = error == -E2BIG ? s->budget->max_mounts : s->budget->namespace_usec,
                 .worker = w ? w->pid : 0, .worker_start_time = worker_start_time,
                 .since = now_usec(CLOCK_REALTIME),
         };
@@ -796,13 +812,13 @@ static bool is_extension_source(const char *source) {
  * that mount an overlay of tuck's or systemd-sysext's? Its mount table says,
  * within the budget; its flags come from there too.
  */
-/* Too long or too slow: unreadable, said in words; @since: when that was found, if earlier. */
-static void pending_table_refused(Scan *s, Pending *p, int error, uint64_t since) {
-        _cleanup_free_ char *budget = format_usec(s->budget->namespace_usec), *why = NULL, *when = NULL;
+/* Too long or too slow (past @limit): unreadable, said in words; @since: when that was found, if earlier. */
+static void pending_table_refused(Pending *p, int error, uint64_t limit, uint64_t since) {
+        _cleanup_free_ char *budget = format_usec(limit), *why = NULL, *when = NULL;
 
         pending_unreadable(p, error, NULL);
         if (error == -E2BIG)
-                (void) asprintf_safe(&why, "its mount table has more than %u mounts", s->budget->max_mounts);
+                (void) asprintf_safe(&why, "its mount table has more than %" PRIu64 " mounts", limit);
         else
                 (void) asprintf_safe(&why, "its mount table could not be read within %s", strna(budget));
         if (since != 0)
@@ -818,7 +834,7 @@ static void pending_confirm(Scan *s, Pending *p) {
         int r;
 
         if (stuck_find(s, p->v.ns_ino, STUCK_TABLE, &stuck)) {
-                pending_table_refused(s, p, stuck->error, stuck->since);
+                pending_table_refused(p, stuck->error, stuck->limit, stuck->since);
                 return;
         }
         s->n_tables++;
@@ -828,7 +844,7 @@ static void pending_confirm(Scan *s, Pending *p) {
                 return;
         }
         if (r == -E2BIG || r == -ETIMEDOUT) {
-                pending_table_refused(s, p, r, 0);
+                pending_table_refused(p, r, r == -E2BIG ? s->budget->max_mounts : s->budget->namespace_usec, 0);
                 stuck_add(s, p, STUCK_TABLE, r, NULL);
                 return;
         }

@@ -357,9 +357,11 @@ static int scan(const StaleHierarchy *h, dev_t live, uint64_t host_attr, const d
                 .watch = watch,
                 .n_watch = n_wants,
                 /* A namespace on the host's top with the host's flags follows every swap by
-                 * propagation and has nothing to lose: not even a pidfd for it. Those that want
-                 * more than they have are watched by inode (their wishes). */
-                .flags = NSSCAN_SKIP_SELF | NSSCAN_SKIP_FOLLOWING | (h->foreign ? NSSCAN_ANY_CANDIDATE : 0),
+                 * propagation and has nothing to lose: not even a pidfd or a name for it. Those
+                 * that want more than they have are watched by inode (their wishes). The others
+                 * are named at the scan, by the process the scan read. */
+                .flags = NSSCAN_SKIP_SELF | NSSCAN_SKIP_FOLLOWING | NSSCAN_IDENTIFY |
+                         (h->foreign ? NSSCAN_ANY_CANDIDATE : 0),
                 .budget = h->budget,
         };
         int r;
@@ -617,8 +619,6 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
                 return r;
 
         for (size_t i = 0; i < n; i++) {
-                /* Only now the names: most namespaces follow, and need none. */
-                (void) namespace_view_identify(&reports[i].view);
                 r = describe(h, &reports[i], &bus, &restarted);
                 if (r < 0) {
                         heal_reports_free(reports, n);

@@ -80,6 +80,8 @@ TuckContext *tuck_context_free(TuckContext *c);
  * @c is unchanged.
  */
 int tuck_context_reload_policy(TuckContext *c, char **ret_error);
+/* What every wait on other namespaces calls when no TuckHooks.keepalive is given (status, list). */
+void tuck_context_set_keepalive(TuckContext *c, void (*keepalive)(void *userdata), void *userdata);
 
 const char *tuck_context_root(const TuckContext *c);
 const char *tuck_context_run_dir(const TuckContext *c);       /* <root>/run/tuck */

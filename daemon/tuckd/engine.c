@@ -262,6 +262,10 @@ int engine_list_json(Engine *e, char **ret, char **ret_error) {
         return r;
 }
 
+void engine_set_keepalive(Engine *e, void (*keepalive)(void *userdata), void *userdata) {
+        tuck_context_set_keepalive(e->ctx, keepalive, userdata);
+}
+
 int engine_probe(Engine *e) {
         return tuck_beneath_supported(e->ctx);
 }

@@ -82,6 +82,9 @@ int engine_list_json(Engine *e, char **ret, char **ret_error);
 /* SIGHUP: tuck.conf's policy again (StalePolicy=, RestartUnits=, [Scan]); not the directories. */
 int engine_reload(Engine *e);
 
+/* Called while any scan waits (Status too), whatever the verb's hooks say. */
+void engine_set_keepalive(Engine *e, void (*keepalive)(void *userdata), void *userdata);
+
 /* Does the kernel have MOVE_MOUNT_BENEATH? Probed once (a scratch namespace), then remembered. */
 int engine_probe(Engine *e);
 

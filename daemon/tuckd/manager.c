@@ -51,6 +51,7 @@ int manager_new(const char *root, const char *config_path, Manager **ret) {
         r = engine_new(m->root, m->config_path, &m->engine);
         if (r < 0)
                 return r;
+        engine_set_keepalive(m->engine, manager_keepalive, m);
 
         m->n_hierarchies = engine_hierarchies(m->engine, &paths);
         m->hierarchies = calloc(m->n_hierarchies ?: 1, sizeof *m->hierarchies);
@@ -247,8 +248,13 @@ static int json_cache_get(const JsonCache *c, const char **ret_json, const char 
 
 int manager_status_json(Manager *m, const char **ret_json, const char **ret_error) {
         /* However often anyone asks: one scan of the namespaces per STATUS_CACHE_USEC. */
-        if (m->status.usec == 0 || now_usec(CLOCK_MONOTONIC) - m->status.usec >= STATUS_CACHE_USEC)
+        if (m->status.usec == 0 || now_usec(CLOCK_MONOTONIC) - m->status.usec >= STATUS_CACHE_USEC) {
+                uint64_t start = now_usec(CLOCK_MONOTONIC);
+
                 json_cache_make(&m->status, engine_status_json, m->engine);
+                log_debug("Status made again (every namespace scanned) in %" PRIu64 " ms.",
+                          (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_MSEC);
+        }
         return json_cache_get(&m->status, ret_json, ret_error);
 }
 

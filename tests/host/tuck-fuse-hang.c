@@ -5,7 +5,7 @@
  * the bounded scan (tuckd-hostile.sh, stale-pidfd.sh). Raw /dev/fuse, no
  * libfuse: a handful of requests, answered as an empty directory would be.
  *
- *   tuck-fuse-hang [--answer=N] DIR
+ *   tuck-fuse-hang [--answer=N] [--hold=inside] [--dir=NAME --bind=PATH] DIR
  *
  * Mounts an empty FUSE file system on DIR (in the caller's mount namespace:
  * start it in one of its own), starts a process whose root is that file
@@ -19,10 +19,18 @@
  * (LOOKUP: ENOENT) and every request after it, and prints "released".
  * SIGTERM ends the server: closing /dev/fuse aborts the connection, and
  * every waiter wakes with ENOTCONN.
+ *
+ * --dir=NAME: the root holds one directory, NAME, looked up afresh each
+ * time (no entry is valid for any time); --bind=PATH: the container binds a
+ * clone of PATH (taken before its chroot) onto /NAME, as a container's own
+ * bind of the host's /usr. --hold=inside: the request held is the first
+ * LOOKUP from a process in the container's mount namespace (someone who
+ * entered it: a heal), not from anyone else.
  */
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fuse.h>
 #include <poll.h>
 #include <sched.h>
@@ -41,6 +49,8 @@
 #define BUFSIZE (FUSE_MIN_READ_BUFFER + 1024 * 1024)
 
 static int fuse_fd = -1;
+static const char *arg_dir, *arg_bind;
+#define DIR_ID 2
 
 static void reply(uint64_t unique, int error, const void *arg, size_t size) {
         struct fuse_out_header h = {
@@ -85,6 +95,7 @@ static bool answer(const struct fuse_in_header *in, const void *arg) {
                 struct fuse_attr_out o = {};
 
                 root_attr(&o.attr);
+                o.attr.ino = in->nodeid;
                 reply(in->unique, 0, &o, sizeof(o));
                 return true;
         }
@@ -106,7 +117,14 @@ static bool answer(const struct fuse_in_header *in, const void *arg) {
                 reply(in->unique, 0, NULL, 0);
                 return true;
         case FUSE_LOOKUP:
-                reply(in->unique, -ENOENT, NULL, 0);
+                if (arg_dir && in->nodeid == FUSE_ROOT_ID && strcmp(arg, arg_dir) == 0) {
+                        struct fuse_entry_out o = { .nodeid = DIR_ID, .generation = 1 };
+
+                        root_attr(&o.attr);
+                        o.attr.ino = DIR_ID;
+                        reply(in->unique, 0, &o, sizeof(o));
+                } else
+                        reply(in->unique, -ENOENT, NULL, 0);
                 return true;
         case FUSE_FORGET:
         case FUSE_BATCH_FORGET:
@@ -121,10 +139,24 @@ static bool answer(const struct fuse_in_header *in, const void *arg) {
 /* The process whose root is the file system: chroot, a namespace of its own, then wait. */
 static _Noreturn void container(const char *dir, int ready) {
         pid_t pid = getpid();
+        int tree = -1;
+        char target[PATH_MAX];
 
         close(fuse_fd);                 /* the server's death must abort the connection */
+        if (arg_bind) {
+                tree = open_tree(AT_FDCWD, arg_bind, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+                if (tree < 0) {
+                        fprintf(stderr, "tuck-fuse-hang: open_tree %s: %m\n", arg_bind);
+                        _exit(EXIT_FAILURE);
+                }
+        }
         if (chroot(dir) < 0 || chdir("/") < 0 || unshare(CLONE_NEWNS) < 0) {
                 fprintf(stderr, "tuck-fuse-hang: container: %m\n");
+                _exit(EXIT_FAILURE);
+        }
+        snprintf(target, sizeof(target), "/%s", arg_dir ?: "");
+        if (tree >= 0 && move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+                fprintf(stderr, "tuck-fuse-hang: bind onto %s: %m\n", target);
                 _exit(EXIT_FAILURE);
         }
         (void) !write(ready, &pid, sizeof(pid));
@@ -170,21 +202,37 @@ static void hold(const struct fuse_in_header *in, size_t size) {
                 memcpy(held[n_held++], in, size < HELD_SIZE ? size : HELD_SIZE);
 }
 
+/* The mount namespace inode of a process, 0 if it is gone. */
+static ino_t ns_of(pid_t pid) {
+        char path[64];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int) pid);
+        return stat(path, &st) < 0 ? 0 : st.st_ino;
+}
+
 int main(int argc, char *argv[]) {
         static char buf[BUFSIZE];
         const char *dir = NULL;
         unsigned answer_lookups = 0, lookups = 0;
-        bool ready = false, hung = false, released = false;
+        bool ready = false, hung = false, released = false, hold_inside = false;
+        ino_t container_ns = 0;
         int ready_fd = -1, sig_fd, r;
         sigset_t mask;
 
         for (int i = 1; i < argc; i++)
                 if (strncmp(argv[i], "--answer=", 9) == 0)
                         answer_lookups = (unsigned) atoi(argv[i] + 9);
+                else if (strcmp(argv[i], "--hold=inside") == 0)
+                        hold_inside = true;
+                else if (strncmp(argv[i], "--dir=", 6) == 0)
+                        arg_dir = argv[i] + 6;
+                else if (strncmp(argv[i], "--bind=", 7) == 0)
+                        arg_bind = argv[i] + 7;
                 else
                         dir = argv[i];
-        if (!dir) {
-                fprintf(stderr, "usage: %s [--answer=N] DIR\n", argv[0]);
+        if (!dir || (arg_bind && !arg_dir)) {
+                fprintf(stderr, "usage: %s [--answer=N] [--hold=inside] [--dir=NAME --bind=PATH] DIR\n", argv[0]);
                 return 2;
         }
 
@@ -236,6 +284,7 @@ int main(int argc, char *argv[]) {
                                 return 1;
                         }
                         ready = true;
+                        container_ns = ns_of(pid);
                         printf("ready %d\n", (int) pid);
                 }
                 if (!(p[0].revents & POLLIN))
@@ -249,10 +298,13 @@ int main(int argc, char *argv[]) {
                 }
                 if ((size_t) k < sizeof(*in))
                         continue;
-                if (!hung && !released && ready && in->opcode == FUSE_LOOKUP && lookups++ >= answer_lookups) {
+                if (!hung && !released && ready && in->opcode == FUSE_LOOKUP &&
+                    (!hold_inside || ns_of((pid_t) in->pid) == container_ns) && lookups++ >= answer_lookups) {
                         hung = true;
                         printf("hung LOOKUP %s\n", (const char *) (in + 1));
                 }
+                else if (hung && !released && in->opcode == FUSE_LOOKUP)
+                        printf("held LOOKUP %s\n", (const char *) (in + 1));
                 if (hung && !released && in->opcode != FUSE_FORGET && in->opcode != FUSE_BATCH_FORGET &&
                     in->opcode != FUSE_INTERRUPT) {
                         hold(in, (size_t) k);
