@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,4 +130,36 @@ int worker_wait(Worker *w, uint64_t deadline, const ScanBudget *b) {
                 }
                 scan_budget_keepalive(b);
         }
+}
+
+int worker_recv_wait(Worker *w, int fd, void *buf, size_t size, uint64_t deadline, const ScanBudget *b) {
+        ssize_t k = -1;
+        int r;
+
+        for (;;) {
+                uint64_t now = now_usec(CLOCK_MONOTONIC);
+                /* The answer, or its exit (a child that died without one). */
+                struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = w->pidfd, .events = POLLIN } };
+
+                if (now >= deadline) {
+                        worker_abandon(w);
+                        return -ETIMEDOUT;
+                }
+                r = poll(p, 2, deadline - now > 100000 ? 100 : (int) ((deadline - now + 999) / 1000));
+                scan_budget_keepalive(b);
+                if (r < 0 && errno != EINTR) {
+                        r = negative_errno();
+                        worker_abandon(w);
+                        return r;
+                }
+                if (r <= 0)
+                        continue;
+                k = recv(fd, buf, size, MSG_DONTWAIT);
+                if (k >= 0 || (errno != EAGAIN && errno != EINTR) || (p[1].revents & POLLIN))
+                        break;          /* the answer, EOF, or it exited without one */
+        }
+        r = worker_wait(w, deadline, b);
+        if (r < 0)
+                return r;
+        return k == (ssize_t) size ? r : -EPROTO;
 }

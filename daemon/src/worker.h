@@ -36,6 +36,14 @@ int worker_fork(Worker *ret);
  */
 int worker_wait(Worker *w, uint64_t deadline, const ScanBudget *b);
 
+/*
+ * The same, for a child that sends one answer of @size bytes on @fd (a
+ * socketpair, heal.c's) before it exits: the answer and then the exit, both
+ * by @deadline. Returns the exit status (>= 0) with the answer in @buf,
+ * -ETIMEDOUT (killed, abandoned) or -EPROTO (no answer, or a signal ended it).
+ */
+int worker_recv_wait(Worker *w, int fd, void *buf, size_t size, uint64_t deadline, const ScanBudget *b);
+
 /* SIGKILL, and reap it if it died at once; otherwise reaped later by worker_reap_abandoned(). */
 void worker_abandon(Worker *w);
 
