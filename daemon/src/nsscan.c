@@ -724,7 +724,7 @@ static size_t worker_run(Scan *s, const size_t *todo, size_t n, size_t first) {
         size_t next = first;
         int r;
 
-        if (pipe2(p, O_CLOEXEC) < 0 || (r = worker_fork(&w)) < 0) {
+        if (pipe2(p, O_CLOEXEC) < 0 || (r = worker_fork(&w, &p[1], 1)) < 0) {
                 pending_unreadable(&s->pending[todo[first]], negative_errno(), NULL);
                 return first + 1;
         }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -26,15 +28,52 @@ void worker_done(Worker *w) {
         w->pid = 0;
 }
 
-int worker_fork(Worker *ret) {
+static bool keep_fd(int fd, const int *keep, size_t n_keep) {
+        for (size_t i = 0; i < n_keep; i++)
+                if (keep[i] == fd)
+                        return true;
+        return false;
+}
+
+/* In the child: every fd but 0-2 and @keep closed. */
+static void close_others(const int *keep, size_t n_keep) {
+        _cleanup_closedir_ DIR *d = NULL;
+        int lo = 3;
+
+        /* close_range() over the gaps between the kept ones, lowest first. */
+        for (;;) {
+                int next = INT_MAX;
+
+                for (size_t i = 0; i < n_keep; i++)
+                        if (keep[i] >= lo && keep[i] < next)
+                                next = keep[i];
+                if (next > lo && syscall(SYS_close_range, (unsigned) lo, (unsigned) next - 1, 0) < 0)
+                        break;
+                if (next == INT_MAX)
+                        return;
+                lo = next + 1;
+        }
+        /* Refused (seccomp) or missing (Linux < 5.9): by the list of what is open. */
+        d = opendir_at(AT_FDCWD, "/proc/self/fd");
+        for (struct dirent *de; d && (de = readdir_no_dot(d)); ) {
+                int fd = atoi(de->d_name);
+
+                if (fd >= 3 && fd != dirfd(d) && !keep_fd(fd, keep, n_keep))
+                        (void) close(fd);
+        }
+}
+
+int worker_fork(Worker *ret, const int *keep, size_t n_keep) {
         pid_t pid;
         int fd;
 
         pid = fork();
         if (pid < 0)
                 return negative_errno();
-        if (pid == 0)
+        if (pid == 0) {
+                close_others(keep, n_keep);
                 return 0;
+        }
         fd = pidfd_open_above_stdio(pid);
         if (fd < 0) {
                 /* Cannot happen for our own unreaped child; never leave it unwatched. */

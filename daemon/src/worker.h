@@ -25,8 +25,15 @@ typedef struct Worker {
 
 #define WORKER_NULL ((Worker) { .pid = 0, .pidfd = -EBADF })
 
-/* fork(): 0 in the child (which must _exit()), 1 in the parent (*ret set), <0 on failure. */
-int worker_fork(Worker *ret);
+/*
+ * fork(): 0 in the child (which must _exit()), 1 in the parent (*ret set),
+ * <0 on failure. The child keeps fds 0-2 and the @n_keep fds in @keep and
+ * closes every other one at once: a worker that gets stuck must not hold
+ * what its parent holds, above all the lock on /run/tuck/lock (flock()
+ * belongs to the open file, which the child shares), the staging namespace
+ * or the bus, for as long as it waits.
+ */
+int worker_fork(Worker *ret, const int *keep, size_t n_keep);
 
 /*
  * Wait for @w to exit until @deadline (CLOCK_MONOTONIC µs), calling @b's

@@ -175,10 +175,31 @@ check "stacked: its mount table could not be read within 2 ms" \
         "$LOGS"/tight.out
 check "full: read, reported" grep -q "(pid $NS_PID_full, sleep) did not follow (swap.*: reported$" "$LOGS"/tight.out
 
+# ---- a worker stuck during a refresh holds nothing of the refresh's: not its lock
+mkdir -p "$W"/fuse-root2
+: >"$LOGS"/fuse2.out
+unshare --mount --propagation slave "$FUSE_HANG" "$W"/fuse-root2 >>"$LOGS"/fuse2.out 2>&1 &
+FUSE_SERVER2=$!
+pids+=($FUSE_SERVER2)
+for ((i = 0; i < 200; i++)); do grep -q '^ready ' "$LOGS"/fuse2.out && break; sleep 0.05; done
+pids+=($(awk '/^ready / { print $2 }' "$LOGS"/fuse2.out))
+trap 'kill $FUSE_SERVER $FUSE_SERVER2 2>/dev/null || true; tuck_cleanup' EXIT
+printf '[Daemon]\nStalePolicy=report\n' >"$W"/plain.conf
+drop 5
+env -u DBUS_SYSTEM_BUS_ADDRESS "$TUCKCTL" --root="$ROOT" --config="$W"/plain.conf refresh >"$LOGS"/stuck.out 2>&1 || true
+check "tuckctl's own worker got stuck in the new FUSE" grep -q '^hung LOOKUP usr$' "$LOGS"/fuse2.out
+rc=0
+env -u DBUS_SYSTEM_BUS_ADDRESS "$TUCKCTL" --root="$ROOT" --config="$W"/plain.conf --no-block refresh \
+        >"$LOGS"/after-stuck.out 2>&1 || rc=$?
+diag "$(cat "$LOGS"/after-stuck.out)"
+check "the lock is free while it waits (exit status $rc)" bash -c "! grep -qi 'busy\|lock' '$LOGS/after-stuck.out'"
+kill "$FUSE_SERVER2"
+wait "$FUSE_SERVER2" 2>/dev/null || true
+
 # The FUSE server goes: the connection aborts, the stuck worker wakes and is reaped.
 kill "$FUSE_SERVER"
 wait "$FUSE_SERVER" 2>/dev/null || true
-drop 5
+drop 6
 out=$(timeout 120 busctl --address="$BUS" call org.tuck1 /org/tuck1 org.tuck1.Manager Refresh t 0 2>&1) || true
 check "a refresh after the server went completes: $out" test "$out" = "b true"
 stuck=$(ps -o stat= --ppid "$TUCKD_PID" | grep -c '^[DZ]' || true)

@@ -7,6 +7,8 @@
  * answer says so (-EPROTO). The keepalive is called while waiting.
  */
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -26,17 +28,17 @@ static void count(void *userdata) {
 int main(void) {
         ScanBudget b = { .keepalive = count };
         Worker w = WORKER_NULL;
-        int r, pair[2];
+        int r, pair[2], lock;
         char answer[8] = "";
 
-        r = worker_fork(&w);
+        r = worker_fork(&w, NULL, 0);
         if (r == 0)
                 _exit(7);
         r = worker_wait(&w, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &b);
         tap_ok(r == 7, "a child that exits: its status (%d)", r);
         tap_ok(w.pidfd < 0, "... and it is done with");
 
-        r = worker_fork(&w);
+        r = worker_fork(&w, NULL, 0);
         if (r == 0)
                 for (;;)
                         pause();
@@ -47,21 +49,23 @@ int main(void) {
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return tap_ok(false, "socketpair: %m"), tap_done();
-        r = worker_fork(&w);
+        lock = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        r = worker_fork(&w, &pair[1], 1);
         if (r == 0) {
-                (void) !write(pair[1], "healed", 7);
-                _exit(0);
+                /* Only what it was told to keep: the lock's fd is closed in here. */
+                _exit(fcntl(lock, F_GETFD) < 0 && errno == EBADF && write(pair[1], "healed", 7) == 7 ? 0 : 1);
         }
         r = worker_recv_wait(&w, pair[0], answer, 7, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &b);
-        tap_ok(r == 0 && streq(answer, "healed"), "an answer, then the exit (%d, '%s')", r, answer);
+        tap_ok(r == 0 && streq(answer, "healed"), "an answer, then the exit; no other fd of ours inherited (%d, '%s')",
+               r, answer);
 
-        r = worker_fork(&w);
+        r = worker_fork(&w, NULL, 0);
         if (r == 0)
                 _exit(3);
         r = worker_recv_wait(&w, pair[0], answer, 7, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &b);
         tap_ok(r == -EPROTO, "no answer before the exit: -EPROTO (%s)", strerror(-r));
 
-        r = worker_fork(&w);
+        r = worker_fork(&w, NULL, 0);
         if (r == 0)
                 for (;;)
                         pause();
