@@ -26,7 +26,7 @@ void host_release_done(HostRelease *h);
 const char *architecture_from_uname(const char *machine);
 const char *architecture_native(void);
 
-/* Image names as systemd accepts them: [A-Za-z0-9._-], no leading '.', at most 255 bytes. */
+/* Image names as systemd accepts them: a file name in UTF-8, no control characters, not ".#...". */
 bool image_name_is_valid(const char *name);
 
 /*

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "layer.h"
 #include "log.h"
 #include "util.h"
 #include "version.h"
@@ -132,7 +133,8 @@ static int discover_entry(const char *root, ImageClass c, const char *dir, int d
         char *suffix;
         int r;
 
-        if (entry[0] == '.' || fstatat(dir_fd, entry, &st, 0) < 0)
+        /* ".#NAME": a file being written (systemd's convention), not an image yet. */
+        if (startswith(entry, ".#") || fstatat(dir_fd, entry, &st, 0) < 0)
                 return 0;
 
         i = calloc(1, sizeof(Image));
@@ -330,8 +332,12 @@ static int collect_hierarchies(Image *i, int tree_fd, const char *root, char * c
 
                 if (!host_path)
                         return -ENOMEM;
-                if (fstatat(tree_fd, *h + 1, &st, 0) < 0 || !S_ISDIR(st.st_mode))
+                /* Not followed: a symlink there would replace the host's whole hierarchy. */
+                if (fstatat(tree_fd, *h + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
+                if (!S_ISDIR(st.st_mode))
+                        return set_reason(i, "ships %s as %s, which would replace the host's %s", *h,
+                                          S_ISLNK(st.st_mode) ? "a symlink" : "something other than a directory", *h);
                 if (i->type == IMAGE_TYPE_DIRECTORY && path_is_below(i->resolved, host_path))
                         return set_reason(i, "directory image inside %s cannot extend %s (overlayfs refuses "
                                           "overlapping layers); use a .raw image", *h, *h);
@@ -362,11 +368,28 @@ static int validate_version(Image *i) {
         return 0;
 }
 
+static int check_layer(Image *i, int tree_fd) {
+        const ImageClassInfo *info = &image_class_info[i->class];
+        _cleanup_free_ char *reason = NULL;
+        int r;
+
+        /* Nothing may hide the host's os-release, nor anyone's release file. */
+        r = layer_check(tree_fd, info->forbidden_path, LAYER_ABSENT, &reason);
+        if (r > 0)
+                r = layer_check(tree_fd, info->release_dir, LAYER_MERGED_DIR, &reason);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return set_reason(i, "cannot read the image's tree: %s", strerror(-r));
+        if (r == 0)
+                return set_reason(i, "%s", strna(reason));
+        return 0;
+}
+
 int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *root,
                    char * const *hierarchies) {
         const ImageClassInfo *info = &image_class_info[i->class];
         _cleanup_free_ char *filename = NULL, *reason = NULL;
-        struct stat st;
         int r;
 
         i->inspected = true;
@@ -374,6 +397,10 @@ int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *r
 
         if (!image_name_is_valid(i->name))
                 return set_reason(i, "'%s' is not a valid image name", i->name);
+
+        r = check_layer(i, tree_fd);
+        if (r < 0 || !i->valid)
+                return r;
 
         r = extension_release_load(tree_fd, i->class, i->name, &i->release, &filename, &reason);
         if (r == -ENOMEM)
@@ -389,9 +416,6 @@ int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *r
                 return r;
         if (r == 0)
                 return set_reason(i, "%s", strna(reason));
-
-        if (info->forbidden_path && fstatat(tree_fd, info->forbidden_path, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                return set_reason(i, "ships /%s, which would replace the host's", info->forbidden_path);
 
         if (info->only_top_dir) {
                 r = check_only_top_dir(i, tree_fd, info->only_top_dir);

@@ -195,6 +195,34 @@ void strv_sort(char **l) {
         qsort(l, strv_length(l), sizeof(char *), compare_strings);
 }
 
+bool utf8_is_valid(const char *s) {
+        const unsigned char *p = (const unsigned char *) s;
+
+        while (*p) {
+                unsigned n, c;
+
+                if (*p < 0x80) {
+                        p++;
+                        continue;
+                }
+                n = *p >= 0xf0 && *p <= 0xf4 ? 3 : *p >= 0xe0 ? (*p < 0xf0 ? 2 : 0) : *p >= 0xc2 ? 1 : 0;
+                if (n == 0)
+                        return false;
+                c = *p & (0x3f >> n);
+                for (unsigned k = 1; k <= n; k++) {
+                        if ((p[k] & 0xc0) != 0x80)
+                                return false;
+                        c = (c << 6) | (p[k] & 0x3f);
+                }
+                /* Overlong forms, UTF-16 surrogates and anything past U+10FFFF. */
+                if ((n == 2 && c < 0x800) || (n == 3 && (c < 0x10000 || c > 0x10ffff)) ||
+                    (c >= 0xd800 && c <= 0xdfff))
+                        return false;
+                p += n + 1;
+        }
+        return true;
+}
+
 char *strv_join(char * const *l, const char *separator) {
         size_t n = 1, sl = strlen(separator);
         char *r, *p;
@@ -234,14 +262,9 @@ struct dirent *readdir_no_dot(DIR *d) {
         return NULL;
 }
 
-int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
+int read_full_fd(int fd, size_t max_size, char **ret) {
         _cleanup_free_ char *buf = NULL;
         size_t n = 0, allocated = 0;
-
-        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
 
         for (;;) {
                 ssize_t k;
@@ -274,6 +297,15 @@ int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret)
                 return -EBADMSG;
         *ret = TAKE_PTR(buf);
         return (int) n;
+}
+
+int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return read_full_fd(fd, max_size, ret);
 }
 
 int write_file_atomic(const char *path, const char *contents, mode_t mode) {

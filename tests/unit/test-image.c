@@ -57,6 +57,7 @@ static void test_discover(void) {
         put("var/lib/extensions/foo/usr/lib/extension-release.d/extension-release.foo", "ID=_any\n");
         put("var/lib/extensions/notraw.img", "x");
         put("var/lib/extensions/.hidden.raw", "x");
+        put("var/lib/extensions/.#partial.raw", "x");
         put("var/lib/extensions/bar.raw", "not a file system");
 
         r = images_discover(root, IMAGE_SYSEXT, dirs, &l, &n);
@@ -72,7 +73,9 @@ static void test_discover(void) {
         tap_ok(i && i->state == IMAGE_SHADOWED, "a same-named image further down is shadowed");
         tap_ok(!find(l, n, "notraw.img", "/var/lib/extensions") && !find(l, n, "notraw", "/var/lib/extensions"),
                "files not ending in .raw are ignored");
-        tap_ok(!find(l, n, ".hidden", "/var/lib/extensions"), "hidden files are ignored");
+        i = find(l, n, ".hidden", "/var/lib/extensions");
+        tap_ok(i && i->state == IMAGE_CANDIDATE, "a hidden .raw is an image, as systemd-sysext 252 takes it");
+        tap_ok(!find(l, n, ".#partial", "/var/lib/extensions"), "a .#NAME.raw being written is not");
         i = find(l, n, "bar", "/var/lib/extensions");
         tap_ok(i && i->type == IMAGE_TYPE_UNSUPPORTED, "a .raw without a file system is unsupported (probed by magic)");
         images_free(l, n);
