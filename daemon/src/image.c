@@ -11,6 +11,7 @@
 
 #include "image.h"
 #include "layer.h"
+#include "trust.h"
 #include "log.h"
 #include "util.h"
 #include "version.h"
@@ -107,9 +108,10 @@ static int dir_is_empty_at(int dir_fd, const char *name) {
         return !readdir_no_dot(d);
 }
 
+/* Images of an untrusted search directory neither shadow nor mask: whoever wrote them is not root. */
 static Image *find_by_name(Image **images, size_t n, const char *name) {
         for (size_t i = 0; i < n; i++)
-                if (images[i]->state != IMAGE_SHADOWED && streq(images[i]->name, name))
+                if (images[i]->state != IMAGE_SHADOWED && !images[i]->untrusted && streq(images[i]->name, name))
                         return images[i];
         return NULL;
 }
@@ -124,8 +126,11 @@ static int append(Image ***images, size_t *n, Image *i) {
         return 0;
 }
 
-/* One directory entry: a *.raw file or a directory, symlinks followed. */
-static int discover_entry(const char *root, ImageClass c, const char *dir, int dir_fd,
+/*
+ * One directory entry: a *.raw file or a directory, symlinks followed. In a
+ * search directory others can write (untrusted: why), it is listed refused.
+ */
+static int discover_entry(const char *root, ImageClass c, const char *dir, int dir_fd, const char *untrusted,
                           const char *entry, Image ***images, size_t *n) {
         _cleanup_(image_freep) Image *i = NULL;
         struct stat st;
@@ -159,8 +164,13 @@ static int discover_entry(const char *root, ImageClass c, const char *dir, int d
         if (!i->resolved && !(i->resolved = strdup(i->path)))
                 return -ENOMEM;
 
-        winner = find_by_name(*images, *n, i->name);
-        if (winner) {
+        winner = untrusted ? NULL : find_by_name(*images, *n, i->name);
+        if (untrusted) {
+                i->untrusted = i->inspected = true;
+                i->reason = strjoin("the search directory is not root's alone: ", untrusted);
+                if (!i->reason)
+                        return -ENOMEM;
+        } else if (winner) {
                 i->state = IMAGE_SHADOWED;
                 i->shadowed_by = strdup(winner->path);
                 if (!i->shadowed_by)
@@ -205,7 +215,7 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
 
         STRV_FOREACH(dir, search_dirs) {
                 _cleanup_strv_free_ char **entries = NULL;
-                _cleanup_free_ char *path = path_join(root, *dir);
+                _cleanup_free_ char *path = path_join(root, *dir), *untrusted = NULL;
                 _cleanup_close_ int fd = -EBADF;
 
                 if (!path) {
@@ -221,9 +231,16 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
                 r = list_dir(fd, &entries);
                 if (r < 0)
                         goto fail;
+                r = trust_check_path(path, TRUST_SEARCH_DIR, NULL, &untrusted);
+                if (r < 0)
+                        log_debug_errno(r, "Cannot check who may write '%s', refusing its images: %m", path);
+                if (r < 0 && !untrusted && asprintf_safe(&untrusted, "cannot be checked: %s", strerror(-r)) < 0) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
                 /* The order of the layers is decided later, by version. */
                 STRV_FOREACH(e, entries) {
-                        r = discover_entry(root, c, *dir, fd, *e, &images, &n);
+                        r = discover_entry(root, c, *dir, fd, untrusted, *e, &images, &n);
                         if (r < 0)
                                 goto fail;
                 }
@@ -268,6 +285,41 @@ int image_fingerprint(Image *i) {
                              (long long) st.st_size, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 }
 
+static int set_reason(Image *i, const char *fmt, ...) _printf_(2, 3);
+static int set_reason(Image *i, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        i->valid = false;
+        va_start(ap, fmt);
+        r = free_and_vasprintf(&i->reason, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int image_check_trust(Image *i) {
+        _cleanup_free_ char *reason = NULL;
+        struct stat st;
+        int r;
+
+        if (i->untrusted)
+                return 0;
+        r = trust_check_path(i->path, i->type == IMAGE_TYPE_DIRECTORY ? TRUST_TREE : TRUST_FILE, &st, &reason);
+        if (r > 0 && i->type == IMAGE_TYPE_DIRECTORY)
+                r = trust_check_tree(i->resolved, &reason);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return set_reason(i, "cannot check who may write it: %s", strerror(-r));
+        if (r == 0) {
+                i->inspected = true;
+                return set_reason(i, "%s", strna(reason));
+        }
+        i->checked_dev = st.st_dev;
+        i->checked_ino = st.st_ino;
+        return 1;
+}
+
 char *version_from_file_name(const char *extension, const char *file_name) {
         _cleanup_free_ char *base = NULL;
         const char *slash = strrchr(file_name, '/'), *rest;
@@ -293,17 +345,6 @@ char *version_from_file_name(const char *extension, const char *file_name) {
         return *rest ? strdup(rest) : NULL;
 }
 
-static int set_reason(Image *i, const char *fmt, ...) _printf_(2, 3);
-static int set_reason(Image *i, const char *fmt, ...) {
-        va_list ap;
-        int r;
-
-        i->valid = false;
-        va_start(ap, fmt);
-        r = free_and_vasprintf(&i->reason, fmt, ap);
-        va_end(ap);
-        return r;
-}
 
 /* A confext touches only /etc: anything else at its top is refused. */
 static int check_only_top_dir(Image *i, int tree_fd, const char *only) {

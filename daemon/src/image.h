@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "extension-release.h"
 #include "image-class.h"
@@ -41,6 +42,9 @@ typedef struct Image {
         char *shadowed_by;      /* path of the winning image or mask */
         char *fstype;           /* what blkid found ("ext4", ...) for unsupported images */
         char *fingerprint;      /* changes whenever the image's content may have */
+        bool untrusted;         /* in a search directory others can write: refused, shadows nothing */
+        dev_t checked_dev;      /* what image_check_trust() found at path: mounted only if still that */
+        ino_t checked_ino;
 
         /* Filled by image_validate(). */
         bool inspected;
@@ -69,6 +73,13 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
 
 /* Finds the kind of a regular file by its magic. */
 int image_probe_type(const char *path, ImageType *ret, char **ret_fstype);
+
+/*
+ * The trust model (trust.h) for the image at i->path: returns 1 if only root
+ * can change it (and records what it found there), 0 with i->valid false and
+ * the reason if not.
+ */
+int image_check_trust(Image *i);
 
 /* Fills i->fingerprint from stat data (and for directories, the whole tree's). */
 int image_fingerprint(Image *i);

@@ -326,6 +326,9 @@ static int inspect_image(Run *run, size_t idx) {
                 return img->fstype ?
                         mark_invalid(img, "file system '%s' is not supported (squashfs and erofs only)", img->fstype) :
                         mark_invalid(img, "no squashfs or erofs file system found");
+        r = image_check_trust(img);
+        if (r <= 0)
+                return r;
         r = image_fingerprint(img);
         if (r < 0)
                 return mark_invalid(img, "cannot read: %s", strerror(-r));
@@ -342,7 +345,10 @@ static int run_inspect(Run *run) {
 
                 if (img->state != IMAGE_CANDIDATE)
                         continue;
-                r = inspect_image(run, i);
+                if (!img->inspected)
+                        r = inspect_image(run, i);
+                else
+                        r = 0;   /* refused at discovery (an untrusted search directory) */
                 if (r < 0)
                         return r;
                 if (!img->valid)
