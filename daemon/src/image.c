@@ -48,6 +48,10 @@ Image *image_free(Image *i) {
         free(i->shadowed_by);
         free(i->fstype);
         free(i->fingerprint);
+        free(i->partition);
+        image_verity_done(&i->verity);
+        free(i->signer);
+        free(i->verity_note);
         free(i->reason);
         free(i->extension);
         free(i->version);
@@ -84,7 +88,8 @@ int image_probe_type(const char *path, ImageType *ret, char **ret_fstype) {
                 (void) blkid_probe_lookup_value(pr, "TYPE", &type, NULL);
         }
 
-        if (streq_ptr(pttype, "gpt"))
+        /* Any partition table, or a protective MBR whose GPT is gone: ddi.c says what it is. */
+        if (pttype)
                 *ret = IMAGE_TYPE_GPT;
         else if (streq_ptr(type, "squashfs"))
                 *ret = IMAGE_TYPE_SQUASHFS;
@@ -285,8 +290,7 @@ int image_fingerprint(Image *i) {
                              (long long) st.st_size, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 }
 
-static int set_reason(Image *i, const char *fmt, ...) _printf_(2, 3);
-static int set_reason(Image *i, const char *fmt, ...) {
+int image_set_reason(Image *i, const char *fmt, ...) {
         va_list ap;
         int r;
 
@@ -310,10 +314,10 @@ int image_check_trust(Image *i) {
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return set_reason(i, "cannot check who may write it: %s", strerror(-r));
+                return image_set_reason(i, "cannot check who may write it: %s", strerror(-r));
         if (r == 0) {
                 i->inspected = true;
-                return set_reason(i, "%s", strna(reason));
+                return image_set_reason(i, "%s", strna(reason));
         }
         i->checked_dev = st.st_dev;
         i->checked_ino = st.st_ino;
@@ -354,7 +358,7 @@ static int check_only_top_dir(Image *i, int tree_fd, const char *only) {
                 return -errno;
         for (struct dirent *de; (de = readdir_no_dot(d)); )
                 if (!streq(de->d_name, only))
-                        return set_reason(i, "a %s may only carry /%s, but it has /%s",
+                        return image_set_reason(i, "a %s may only carry /%s, but it has /%s",
                                           image_class_to_string(i->class), only, de->d_name);
         return 0;
 }
@@ -377,10 +381,10 @@ static int collect_hierarchies(Image *i, int tree_fd, const char *root, char * c
                 if (fstatat(tree_fd, *h + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
                 if (!S_ISDIR(st.st_mode))
-                        return set_reason(i, "ships %s as %s, which would replace the host's %s", *h,
+                        return image_set_reason(i, "ships %s as %s, which would replace the host's %s", *h,
                                           S_ISLNK(st.st_mode) ? "a symlink" : "something other than a directory", *h);
                 if (i->type == IMAGE_TYPE_DIRECTORY && path_is_below(i->resolved, host_path))
-                        return set_reason(i, "directory image inside %s cannot extend %s (overlayfs refuses "
+                        return image_set_reason(i, "directory image inside %s cannot extend %s (overlayfs refuses "
                                           "overlapping layers); use a .raw image", *h, *h);
                 if (strv_extend(&i->hierarchies, *h) < 0)
                         return -ENOMEM;
@@ -388,7 +392,7 @@ static int collect_hierarchies(Image *i, int tree_fd, const char *root, char * c
         if (strv_length(i->hierarchies) == 0) {
                 _cleanup_free_ char *list = strv_join(hierarchies, " ");
 
-                return set_reason(i, "carries none of %s", strempty(list));
+                return image_set_reason(i, "carries none of %s", strempty(list));
         }
         return 0;
 }
@@ -421,9 +425,9 @@ static int check_layer(Image *i, int tree_fd) {
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return set_reason(i, "cannot read the image's tree: %s", strerror(-r));
+                return image_set_reason(i, "cannot read the image's tree: %s", strerror(-r));
         if (r == 0)
-                return set_reason(i, "%s", strna(reason));
+                return image_set_reason(i, "%s", strna(reason));
         return 0;
 }
 
@@ -437,7 +441,7 @@ int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *r
         i->valid = true;
 
         if (!image_name_is_valid(i->name))
-                return set_reason(i, "'%s' is not a valid image name", i->name);
+                return image_set_reason(i, "'%s' is not a valid image name", i->name);
 
         r = check_layer(i, tree_fd);
         if (r < 0 || !i->valid)
@@ -447,7 +451,7 @@ int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *r
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return set_reason(i, "%s", strna(reason));
+                return image_set_reason(i, "%s", strna(reason));
         i->extension = strdup(startswith(filename, "extension-release.") ?: i->name);
         if (!i->extension)
                 return -ENOMEM;
@@ -456,7 +460,7 @@ int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *r
         if (r < 0)
                 return r;
         if (r == 0)
-                return set_reason(i, "%s", strna(reason));
+                return image_set_reason(i, "%s", strna(reason));
 
         if (info->only_top_dir) {
                 r = check_only_top_dir(i, tree_fd, info->only_top_dir);

@@ -286,7 +286,7 @@ static int mark_invalid(Image *i, const char *fmt, ...) {
 }
 
 /* A tree fd for reading the image: where it is staged, or a fresh detached mount. */
-static int image_tree_fd(Run *run, size_t idx, int *ret_fd) {
+static int image_tree_fd(Run *run, size_t idx, int *ret_fd, char **ret_reason) {
         Image *img = run->images[idx];
         Inspected *x = &run->inspected[idx];
         StagedImage *s;
@@ -306,35 +306,46 @@ static int image_tree_fd(Run *run, size_t idx, int *ret_fd) {
                 staging_table_remove(&run->table, s->id);
         }
 
-        r = image_mount_detached(img, &x->mount_fd, &x->loop);
+        r = image_mount_detached(img, &x->mount_fd, &x->loop, ret_reason);
         if (r < 0)
                 return r;
         *ret_fd = fcntl(x->mount_fd, F_DUPFD_CLOEXEC, 3);
         return *ret_fd < 0 ? -errno : 0;
 }
 
-/* Is the image usable (kind, readable, mountable, release file)? An unusable one is marked, not an error. */
+/*
+ * Is the image usable: who may write it (trust.c), what it holds and how it
+ * is protected (dissect.c), whether ImagePolicy= takes that, whether it
+ * mounts (with dm-verity: verified in full first), what its release file
+ * says? An unusable one is marked with the reason, not an error.
+ */
 static int inspect_image(Run *run, size_t idx) {
         Image *img = run->images[idx];
+        _cleanup_free_ char *reason = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (img->type == IMAGE_TYPE_GPT)
-                return mark_invalid(img, "GPT disk images (DDIs) are not supported yet; use a bare squashfs "
-                                    "or erofs .raw image");
         if (img->type == IMAGE_TYPE_UNSUPPORTED)
                 return img->fstype ?
                         mark_invalid(img, "file system '%s' is not supported (squashfs and erofs only)", img->fstype) :
                         mark_invalid(img, "no squashfs or erofs file system found");
+        img->inspected = true;
+        img->valid = true;
         r = image_check_trust(img);
+        if (r <= 0)
+                return r;
+        r = image_dissect(img, run->c->root, run->host.architecture);
+        if (r <= 0)
+                return r;
+        r = image_check_policy(img, run->c->config.image_policy[img->class]);
         if (r <= 0)
                 return r;
         r = image_fingerprint(img);
         if (r < 0)
                 return mark_invalid(img, "cannot read: %s", strerror(-r));
-        r = image_tree_fd(run, idx, &fd);
+        r = image_tree_fd(run, idx, &fd, &reason);
         if (r < 0)
-                return mark_invalid(img, "cannot mount: %s", strerror(-r));
+                return reason ? mark_invalid(img, "%s", reason) : mark_invalid(img, "cannot mount: %s", strerror(-r));
         return image_validate(img, fd, &run->host, run->c->root, run->c->config.hierarchies[img->class]);
 }
 

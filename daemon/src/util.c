@@ -195,6 +195,54 @@ void strv_sort(char **l) {
         qsort(l, strv_length(l), sizeof(char *), compare_strings);
 }
 
+char *hexmem(const void *p, size_t n) {
+        static const char digits[] = "0123456789abcdef";
+        const uint8_t *b = p;
+        char *s = malloc(n * 2 + 1), *q = s;
+
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                *q++ = digits[b[i] >> 4];
+                *q++ = digits[b[i] & 15];
+        }
+        *q = 0;
+        return s;
+}
+
+static int unhex_char(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -EINVAL;
+}
+
+int unhexmem(const char *s, uint8_t **ret, size_t *ret_size) {
+        size_t l = strlen(s);
+        uint8_t *b;
+
+        if (l == 0 || l % 2 != 0)
+                return -EINVAL;
+        b = malloc(l / 2);
+        if (!b)
+                return -ENOMEM;
+        for (size_t i = 0; i < l / 2; i++) {
+                int hi = unhex_char(s[2 * i]), lo = unhex_char(s[2 * i + 1]);
+
+                if (hi < 0 || lo < 0) {
+                        free(b);
+                        return -EINVAL;
+                }
+                b[i] = (uint8_t) (hi << 4 | lo);
+        }
+        *ret = b;
+        *ret_size = l / 2;
+        return 0;
+}
+
 bool utf8_is_valid(const char *s) {
         const unsigned char *p = (const unsigned char *) s;
 

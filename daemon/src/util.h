@@ -49,6 +49,9 @@ char *path_join_real(const char *first, ...);
 /* Join path components with exactly one '/' between them; NULL or "" components are skipped. */
 #define path_join(...) path_join_real(__VA_ARGS__, NULL)
 char *strstrip(char *s);
+/* Lower-case hex of n bytes; and back (-EINVAL unless an even number of hex digits). */
+char *hexmem(const void *p, size_t n);
+int unhexmem(const char *s, uint8_t **ret, size_t *ret_size);
 /* Well-formed UTF-8: no overlong forms, surrogates or code points past U+10FFFF. */
 bool utf8_is_valid(const char *s);
 int asprintf_safe(char **ret, const char *format, ...) _printf_(2, 3);
