@@ -208,24 +208,26 @@ static int find_relaxed(int release_fd, char **ret_filename) {
         return 0;
 }
 
-int extension_release_load(int image_fd, ImageClass c, const char *name,
+int extension_release_load(int image_fd, ImageClass c, const char *release_dir, const char *name,
                            char ***ret_pairs, char **ret_filename, char **ret_reason) {
         const ImageClassInfo *info = &image_class_info[c];
         _cleanup_free_ char *filename = NULL, *path = NULL;
         _cleanup_close_ int release_fd = -EBADF, fd = -EBADF;
         int r;
 
+        if (!release_dir)
+                release_dir = info->release_dir;
         /* Inside the image root, as systemd's chase_symlinks(CHASE_PREFIX_ROOT) does. */
-        release_fd = openat_in_root(image_fd, info->release_dir, O_PATH | O_DIRECTORY);
+        release_fd = openat_in_root(image_fd, release_dir, O_PATH | O_DIRECTORY);
         if (release_fd < 0) {
-                (void) asprintf_safe(ret_reason, "no %s/ directory (not a %s image?)", info->release_dir, info->name);
+                (void) asprintf_safe(ret_reason, "no %s/ directory (not a %s image?)", release_dir, info->name);
                 return release_fd;
         }
 
         filename = strjoin("extension-release.", name);
         if (!filename)
                 return -ENOMEM;
-        path = path_join(info->release_dir, filename);
+        path = path_join(release_dir, filename);
         if (!path)
                 return -ENOMEM;
         fd = openat_in_root(image_fd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
@@ -235,16 +237,16 @@ int extension_release_load(int image_fd, ImageClass c, const char *name,
                 r = find_relaxed(release_fd, &filename);
                 if (r == -ENOTUNIQ) {
                         (void) asprintf_safe(ret_reason, "no %s/extension-release.%s, and several files marked "
-                                             "user.extension-release.strict=0", info->release_dir, name);
+                                             "user.extension-release.strict=0", release_dir, name);
                         return r;
                 }
                 if (r < 0) {
                         (void) asprintf_safe(ret_reason, "no %s/extension-release.%s (the release file must "
-                                             "carry the image's name)", info->release_dir, name);
+                                             "carry the image's name)", release_dir, name);
                         return r;
                 }
                 free(path);
-                path = path_join(info->release_dir, filename);
+                path = path_join(release_dir, filename);
                 if (!path)
                         return -ENOMEM;
                 /* find_relaxed() took a regular file, no symlink: open that very one. */

@@ -31,13 +31,14 @@ bool image_name_is_valid(const char *name);
 
 /*
  * Opens and parses the release file of image 'name' in the image tree at
- * image_fd: <release_dir>/extension-release.<name>, else the single
+ * image_fd: <release_dir>/extension-release.<name> (release_dir NULL: the
+ * class's, e.g. usr/lib/extension-release.d), else the single
  * extension-release.* file whose user.extension-release.strict xattr is
  * false. Returns 0 and the pairs, or a negative errno and a reason:
  * -ENOENT (no release file), -ENOTUNIQ (several relaxed candidates),
  * -EBADMSG (malformed).
  */
-int extension_release_load(int image_fd, ImageClass c, const char *name,
+int extension_release_load(int image_fd, ImageClass c, const char *release_dir, const char *name,
                            char ***ret_pairs, char **ret_filename, char **ret_reason);
 
 /*

@@ -61,7 +61,6 @@ Image *image_free(Image *i) {
         return NULL;
 }
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(Image *, image_free);
 
 void images_free(Image **images, size_t n) {
         for (size_t i = 0; i < n; i++)
@@ -377,6 +376,12 @@ static int collect_hierarchies(Image *i, int tree_fd, const char *root, char * c
 
                 if (!host_path)
                         return -ENOMEM;
+                if (image_is_usr_partition(i)) {
+                        /* The partition is /usr: nothing else. */
+                        if (streq(*h, "/usr") && strv_extend(&i->hierarchies, *h) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
                 /* Not followed: a symlink there would replace the host's whole hierarchy. */
                 if (fstatat(tree_fd, *h + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
@@ -413,15 +418,41 @@ static int validate_version(Image *i) {
         return 0;
 }
 
+/*
+ * A path of the extension ("usr/lib/os-release") in the tree that was
+ * mounted: a DDI's usr partition is /usr itself, so there it is
+ * "lib/os-release", and "usr" is "." (NULL for anything outside /usr).
+ */
+static const char *tree_path(const Image *i, const char *path) {
+        const char *rest;
+
+        if (!image_is_usr_partition(i))
+                return path;
+        rest = startswith(path, "usr");
+        if (!rest || (*rest && *rest != '/'))
+                return NULL;
+        return *rest ? rest + 1 : ".";
+}
+
+bool image_is_usr_partition(const Image *i) {
+        return i->type == IMAGE_TYPE_GPT && i->designator == DDI_USR;
+}
+
 static int check_layer(Image *i, int tree_fd) {
         const ImageClassInfo *info = &image_class_info[i->class];
         _cleanup_free_ char *reason = NULL;
         int r;
 
-        /* Nothing may hide the host's os-release, nor anyone's release file. */
-        r = layer_check(tree_fd, info->forbidden_path, LAYER_ABSENT, &reason);
+        if (image_is_usr_partition(i) && i->class != IMAGE_SYSEXT)
+                return image_set_reason(i, "a usr partition holds /usr: it cannot be a %s",
+                                        image_class_to_string(i->class));
+        /* Nothing may hide the host's os-release, nor anyone's release file; a usr
+         * partition is the /usr layer itself, so its root counts too. */
+        r = image_is_usr_partition(i) ? layer_check_root(tree_fd, "usr", info->forbidden_path, &reason) : 1;
         if (r > 0)
-                r = layer_check(tree_fd, info->release_dir, LAYER_MERGED_DIR, &reason);
+                r = layer_check(tree_fd, tree_path(i, info->forbidden_path), LAYER_ABSENT, &reason);
+        if (r > 0)
+                r = layer_check(tree_fd, tree_path(i, info->release_dir), LAYER_MERGED_DIR, &reason);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
@@ -447,7 +478,8 @@ int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *r
         if (r < 0 || !i->valid)
                 return r;
 
-        r = extension_release_load(tree_fd, i->class, i->name, &i->release, &filename, &reason);
+        r = extension_release_load(tree_fd, i->class, tree_path(i, info->release_dir), i->name, &i->release,
+                                   &filename, &reason);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)

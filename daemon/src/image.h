@@ -79,6 +79,7 @@ const char *image_type_to_string(ImageType t);
 const char *image_state_to_string(ImageState s);
 
 Image *image_free(Image *i);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Image *, image_free);
 void images_free(Image **images, size_t n);
 
 /*
@@ -98,6 +99,9 @@ int image_probe_type(const char *path, ImageType *ret, char **ret_fstype);
  * the reason if not.
  */
 int image_check_trust(Image *i);
+
+/* A DDI whose file system is its usr partition: the mounted tree is /usr itself. */
+bool image_is_usr_partition(const Image *i);
 
 /* Marks the image not valid, for the reason given; returns 0 (or -ENOMEM). */
 int image_set_reason(Image *i, const char *fmt, ...) _printf_(2, 3);

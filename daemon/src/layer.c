@@ -124,3 +124,23 @@ int layer_check(int tree_fd, const char *path, LayerRule rule, char **ret_reason
         }
         return 1;
 }
+
+int layer_check_root(int tree_fd, const char *as, const char *protected, char **ret_reason) {
+        _cleanup_close_ int fd = openat(tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char value[8];
+
+        if (fd < 0)
+                return -errno;
+        if (overlay_xattr(fd, "opaque", value) && streq(value, "y")) {
+                (void) asprintf_safe(ret_reason, "ships /%s as an opaque directory (overlay.opaque=y), which "
+                                     "would hide the host's /%s", as, protected);
+                return 0;
+        }
+        if (overlay_xattr(fd, "redirect", value) || overlay_xattr(fd, "metacopy", value)) {
+                (void) asprintf_safe(ret_reason, "ships /%s with an overlay redirect or metacopy xattr, which "
+                                     "would make overlayfs show something else than the host's /%s", as,
+                                     protected);
+                return 0;
+        }
+        return 1;
+}

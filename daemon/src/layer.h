@@ -29,3 +29,10 @@ typedef enum LayerRule {
  * or a negative errno if the tree cannot be read.
  */
 int layer_check(int tree_fd, const char *path, LayerRule rule, char **ret_reason);
+
+/*
+ * The root of a tree that is itself a layer of hierarchy as ("usr": a DDI's
+ * usr partition): not opaque, no redirect, so nothing of the host's
+ * protected (its path, for the reason) is hidden. Same returns.
+ */
+int layer_check_root(int tree_fd, const char *as, const char *protected, char **ret_reason);

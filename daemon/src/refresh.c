@@ -53,6 +53,7 @@
 #include "status.h"
 #include "swap.h"
 #include "util.h"
+#include "verity.h"
 #include "version.h"
 
 typedef struct Inspected {
@@ -162,6 +163,10 @@ static int run_prepare(Run *run) {
         r = open_staging(run);
         if (r < 0)
                 return r;
+        /* dm-verity devices a killed run left unmounted go now; those in use go with their last mount. */
+        r = verity_sweep();
+        if (r < 0 && r != -ENOENT)
+                log_debug_errno(r, "Cannot look for dm-verity devices left behind: %m");
         r = versions_load(run->c->state_dir, &run->versions);
         if (r < 0)
                 return report_set_error(run->report, r, "cannot read %s/versions.json: %s", run->c->state_dir,
@@ -645,8 +650,12 @@ static int stage_layers(Run *run, SwapJob *j) {
                 char *lower = NULL;
 
                 r = stage_image(run, img, x, &j->error);
-                if (r >= 0 && (asprintf_safe(&lower, "i/%u/%s", x->staged_id, j->h->path + 1) < 0 ||
-                               strv_consume(&lowers, lower) < 0))
+                /* A DDI's usr partition is /usr itself: the layer is its root. */
+                if (r >= 0 && (image_is_usr_partition(img) ?
+                                       asprintf_safe(&lower, "i/%u", x->staged_id) :
+                                       asprintf_safe(&lower, "i/%u/%s", x->staged_id, j->h->path + 1)) < 0)
+                        r = -ENOMEM;
+                if (r >= 0 && strv_consume(&lowers, lower) < 0)
                         r = -ENOMEM;
         }
         (void) staging_leave(&run->staging);

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rsa.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs7.h>
 #include <openssl/x509.h>
@@ -155,6 +157,39 @@ static char *cert_file(const Certs *c, X509 *x) {
         return NULL;
 }
 
+/*
+ * The signature does not verify with the certificate it names: a key that
+ * is not the certificate's (or a corrupt signature), or the right key over
+ * other data. Without signed attributes (systemd-repart and openssl smime
+ * -noattr sign so) the RSA signature is over the data's digest itself, so
+ * recovering it with the certificate's public key tells the two apart:
+ * that only succeeds if the certificate's key made the signature.
+ */
+static bool signed_by_its_certificate(PKCS7 *p7, const Certs *c) {
+        STACK_OF(PKCS7_SIGNER_INFO) *infos = PKCS7_get_signer_info(p7);
+        PKCS7_SIGNER_INFO *si = infos ? sk_PKCS7_SIGNER_INFO_value(infos, 0) : NULL;
+        unsigned char out[1024];
+        size_t n = sizeof(out);
+        EVP_PKEY_CTX *ctx = NULL;
+        EVP_PKEY *key;
+        X509 *x;
+        bool ok;
+
+        if (!si || !si->issuer_and_serial || !si->enc_digest)
+                return false;
+        x = X509_find_by_issuer_and_serial(c->stack, si->issuer_and_serial->issuer, si->issuer_and_serial->serial);
+        key = x ? X509_get0_pubkey(x) : NULL;
+        if (!key || EVP_PKEY_get_base_id(key) != EVP_PKEY_RSA)
+                return false;
+        ctx = EVP_PKEY_CTX_new(key, NULL);
+        ok = ctx && EVP_PKEY_verify_recover_init(ctx) == 1 &&
+             EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 &&
+             EVP_PKEY_verify_recover(ctx, out, &n, ASN1_STRING_get0_data(si->enc_digest),
+                                     (size_t) ASN1_STRING_length(si->enc_digest)) == 1;
+        EVP_PKEY_CTX_free(ctx);
+        return ok;
+}
+
 /* Why PKCS7_verify() said no, in words an operator can act on. */
 static int refusal(PKCS7 *p7, const Certs *c, unsigned long e, char **ret_reason) {
         _cleanup_free_ char *who = claimed_signer(p7);
@@ -171,8 +206,12 @@ static int refusal(PKCS7 *p7, const Certs *c, unsigned long e, char **ret_reason
                         (void) asprintf_safe(ret_reason, "the signature (%s) is over another root hash", strna(who));
                         return 0;
                 case PKCS7_R_SIGNATURE_FAILURE:
-                        (void) asprintf_safe(ret_reason, "the signature does not verify with the certificate it "
-                                             "names (%s): made with another key, or corrupt", strna(who));
+                        if (signed_by_its_certificate(p7, c))
+                                (void) asprintf_safe(ret_reason, "the signature (%s) is over another root hash",
+                                                     strna(who));
+                        else
+                                (void) asprintf_safe(ret_reason, "the signature does not verify with the certificate "
+                                                     "it names (%s): made with another key, or corrupt", strna(who));
                         return 0;
                 default:
                         break;

@@ -108,7 +108,7 @@ static int load(const char *tree, ImageClass c, const char *name, char **ret_fil
         _cleanup_strv_free_ char **pairs = NULL;
         _cleanup_close_ int fd = open(tree, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
-        return extension_release_load(fd, c, name, &pairs, ret_file, ret_reason);
+        return extension_release_load(fd, c, NULL, name, &pairs, ret_file, ret_reason);
 }
 
 static void test_load(void) {
