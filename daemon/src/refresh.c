@@ -351,6 +351,11 @@ static int inspect_image(Run *run, size_t idx) {
         r = image_tree_fd(run, idx, &fd, &reason);
         if (r < 0)
                 return reason ? mark_invalid(img, "%s", reason) : mark_invalid(img, "cannot mount: %s", strerror(-r));
+        if (img->kernel_sig > 0)
+                log_info("%s: the kernel checked the root hash signature too.", img->path);
+        else if (img->kernel_sig < 0)
+                log_info("%s: the kernel could not check the root hash signature (%s); it was checked in "
+                         "userspace against verity.d.", img->path, strerror(-img->kernel_sig));
         return image_validate(img, fd, &run->host, run->c->root, run->c->config.hierarchies[img->class]);
 }
 

@@ -248,8 +248,13 @@ static void crypt_log_to_debug(int level, const char *msg, void *userdata) {
         strstrip(m);
         log_debug("libcryptsetup: %s", m);
         if (level == CRYPT_LOG_ERROR && last_error) {
-                free(*last_error);
-                *last_error = TAKE_PTR(m);
+                /* All of them: "Verification failed at position N." comes before the summary. */
+                char *all = *last_error ? strjoin(*last_error, " ", m) : strdup(m);
+
+                if (all) {
+                        free(*last_error);
+                        *last_error = all;
+                }
         }
 }
 
