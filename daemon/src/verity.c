@@ -301,6 +301,13 @@ static int reuse(const char *name, const ImageVerity *v, VerityDevice *ret, char
         return 1;
 }
 
+/*
+ * Read-only, and private: udev's general rules (blkid, by-uuid links,
+ * systemd device units) skip it. The device is tuck's alone, found by name
+ * and used through /dev/dm-N; nobody else is to mount it.
+ */
+#define ACTIVATE_FLAGS (CRYPT_ACTIVATE_READONLY | CRYPT_ACTIVATE_PRIVATE)
+
 static int activate(struct crypt_device *cd, const char *name, const ImageVerity *v, int *ret_kernel_sig,
                     char **last_error) {
         int r;
@@ -311,7 +318,7 @@ static int activate(struct crypt_device *cd, const char *name, const ImageVerity
                  * (no DM_VERITY_VERIFY_ROOTHASH_SIG, no trusted key: ENOKEY), the userspace
                  * check (signature.c) is what stands, as in systemd. */
                 r = crypt_activate_by_signed_key(cd, name, (const char *) v->root_hash, v->root_hash_size,
-                                                 (const char *) v->sig, v->sig_size, CRYPT_ACTIVATE_READONLY);
+                                                 (const char *) v->sig, v->sig_size, ACTIVATE_FLAGS);
                 if (r >= 0) {
                         *ret_kernel_sig = 1;
                         return r;
@@ -324,7 +331,7 @@ static int activate(struct crypt_device *cd, const char *name, const ImageVerity
                 *last_error = NULL;
         }
         return crypt_activate_by_volume_key(cd, name, (const char *) v->root_hash, v->root_hash_size,
-                                            CRYPT_ACTIVATE_READONLY);
+                                            ACTIVATE_FLAGS);
 }
 
 /* Is there device-mapper in this kernel at all? (The build machines' 6.18 has none.) */
