@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "trust.h"
 #include "util.h"
 #include "verity.h"
 
@@ -132,6 +133,19 @@ static int read_binary(const char *path, size_t max, uint8_t **ret, size_t *ret_
         return 0;
 }
 
+/* A sidecar decides what the image is checked against: only root may write it (trust.h). */
+static int check_sidecar(const char *path, char **ret_reason) {
+        _cleanup_free_ char *reason = NULL;
+        int r;
+
+        r = trust_check_path(path, TRUST_FILE, NULL, &reason);
+        if (r < 0)
+                return refuse(ret_reason, "cannot check who may write '%s': %s", path, strerror(-r));
+        if (r == 0)
+                return refuse(ret_reason, "%s", strna(reason));
+        return 1;
+}
+
 int verity_load_sidecars(const char *path, int fd, DdiDesignator d, ImageVerity *v, char **ret_reason) {
         const char *hash_suffix = d == DDI_USR ? ".usrhash" : ".roothash";
         _cleanup_free_ char *hash_path = sidecar_path(path, hash_suffix), *text = NULL, *where = NULL;
@@ -154,6 +168,9 @@ int verity_load_sidecars(const char *path, int fd, DdiDesignator d, ImageVerity 
         }
         r = read_sidecar(hash_path, ROOT_HASH_FILE_MAX, &text);
         if (r >= 0) {
+                r = check_sidecar(hash_path, ret_reason);
+                if (r <= 0)
+                        return r;
                 if (asprintf_safe(&where, "'%s'", hash_path) < 0)
                         return -ENOMEM;
                 r = set_root_hash(v, text, where, ret_reason);
@@ -164,6 +181,9 @@ int verity_load_sidecars(const char *path, int fd, DdiDesignator d, ImageVerity 
 
         r = read_binary(sig_path, SIG_FILE_MAX, &v->sig, &v->sig_size);
         if (r >= 0) {
+                r = check_sidecar(sig_path, ret_reason);
+                if (r <= 0)
+                        return r;
                 v->sig_from = strjoin("'", sig_path, "'");
                 if (!v->sig_from)
                         return -ENOMEM;
@@ -171,6 +191,9 @@ int verity_load_sidecars(const char *path, int fd, DdiDesignator d, ImageVerity 
                 return refuse(ret_reason, "cannot read '%s': %s", sig_path, strerror(-r));
 
         if (access(tree_path, F_OK) == 0) {
+                r = check_sidecar(tree_path, ret_reason);
+                if (r <= 0)
+                        return r;
                 v->hash_file = TAKE_PTR(tree_path);
                 v->hash_tree = true;
         }

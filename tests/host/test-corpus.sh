@@ -124,6 +124,15 @@ check "a flipped byte is found: refused before anything is mounted" grep -Eq \
         <<<"$line"
 host_teardown
 
+# --- a sidecar others may write decides nothing ------------------------------------
+host_setup
+install_corpus c-verity
+chmod 0666 "$ROOT/run/extensions/c-verity.roothash"
+LIST=$(tuck list 2>&1)
+check "a root hash sidecar others may write: refused, naming it" \
+        grep -q "c-verity.roothash' is writable by others (mode 0666)" <<<"$(entry c-verity)"
+host_teardown
+
 # --- ImagePolicy=signed ------------------------------------------------------------
 host_setup
 for n in c-squashfs c-verity c-signed c-ddi-verity c-dir; do install_corpus "$n"; done
