@@ -258,18 +258,6 @@ static int collect(blkid_partlist pl, uint64_t image_size, const char *host_arch
         return 1;
 }
 
-static int refuse(char **ret_reason, const char *fmt, ...) _printf_(2, 3);
-static int refuse(char **ret_reason, const char *fmt, ...) {
-        va_list ap;
-
-        if (ret_reason) {
-                va_start(ap, fmt);
-                (void) free_and_vasprintf(ret_reason, fmt, ap);
-                va_end(ap);
-        }
-        return 0;
-}
-
 /* Which partitions are the extension, or why none. */
 static int choose(Found *f, const char *host_arch, Ddi *ret, char **ret_reason) {
         bool root = f->slot[DDI_ROOT][DDI_ROLE_DATA].found, usr = f->slot[DDI_USR][DDI_ROLE_DATA].found;
@@ -277,36 +265,36 @@ static int choose(Found *f, const char *host_arch, Ddi *ret, char **ret_reason) 
         DdiDesignator d;
 
         if (f->duplicate)
-                return refuse(ret_reason, "two candidates for %s: tuck cannot tell which is the extension",
+                return refuse_with(ret_reason, "two candidates for %s: tuck cannot tell which is the extension",
                               f->duplicate);
         if (root && usr)
-                return refuse(ret_reason, "both a root and a usr partition: tuck maps one file system per image "
+                return refuse_with(ret_reason, "both a root and a usr partition: tuck maps one file system per image "
                               "(use one of them)");
         for (d = 0; d < _DDI_DESIGNATOR_MAX; d++) {
                 bool data = f->slot[d][DDI_ROLE_DATA].found;
 
                 if (!data && (f->slot[d][DDI_ROLE_VERITY].found || f->slot[d][DDI_ROLE_VERITY_SIG].found))
-                        return refuse(ret_reason, "a %s%s partition without its %s partition", designator_table[d],
+                        return refuse_with(ret_reason, "a %s%s partition without its %s partition", designator_table[d],
                                       f->slot[d][DDI_ROLE_VERITY].found ? "-verity" : "-verity-sig",
                                       designator_table[d]);
                 if (f->slot[d][DDI_ROLE_VERITY_SIG].found && !f->slot[d][DDI_ROLE_VERITY].found)
-                        return refuse(ret_reason, "a %s-verity-sig partition but no %s-verity partition",
+                        return refuse_with(ret_reason, "a %s-verity-sig partition but no %s-verity partition",
                                       designator_table[d], designator_table[d]);
         }
 
         if (!root && !usr) {
                 if (f->n_generic > 1)
-                        return refuse(ret_reason, "two candidates: %u Linux generic partitions and no root or usr "
+                        return refuse_with(ret_reason, "two candidates: %u Linux generic partitions and no root or usr "
                                       "partition", f->n_generic);
                 if (f->n_generic == 1) {
                         *ret = (Ddi) { .designator = DDI_ROOT, .data = TAKE_STRUCT(f->generic) };
                         return 1;
                 }
                 if (f->foreign)
-                        return refuse(ret_reason, "built for another architecture: a %s partition, and none for "
+                        return refuse_with(ret_reason, "built for another architecture: a %s partition, and none for "
                                       "this host's %s%s%s", f->foreign, strna(host_arch), second ? " or " : "",
                                       strempty(second));
-                return refuse(ret_reason, "no root or usr partition for %s%s%s", strna(host_arch),
+                return refuse_with(ret_reason, "no root or usr partition for %s%s%s", strna(host_arch),
                               second ? " or " : "", strempty(second));
         }
 
@@ -354,16 +342,16 @@ static int probe_table(blkid_probe pr, int fd, char **ret_reason) {
         if (r == -1)
                 return -EIO;
         if (r == -2)
-                return refuse(ret_reason, "ambiguous partition tables");
+                return refuse_with(ret_reason, "ambiguous partition tables");
         if (r == 0)
                 (void) blkid_probe_lookup_value(pr, "PTTYPE", &pttype, NULL);
         if (!pttype)
-                return refuse(ret_reason, "no partition table");
+                return refuse_with(ret_reason, "no partition table");
         if (streq(pttype, "PMBR"))
-                return refuse(ret_reason, "a protective MBR, but no valid GPT behind it (neither the primary nor "
+                return refuse_with(ret_reason, "a protective MBR, but no valid GPT behind it (neither the primary nor "
                               "the backup header): a truncated or corrupt image");
         if (!streq(pttype, "gpt"))
-                return refuse(ret_reason, "a '%s' partition table: tuck reads GPT disk images (DDIs) only", pttype);
+                return refuse_with(ret_reason, "a '%s' partition table: tuck reads GPT disk images (DDIs) only", pttype);
         return 1;
 }
 

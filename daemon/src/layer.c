@@ -42,6 +42,19 @@ static const char *what_is(const struct stat *st) {
         return "a special file";
 }
 
+/* A directory (entry, open at fd) that overlayfs would not merge as it is: opaque, redirected. */
+static int check_dir_xattrs(int fd, const char *entry, const char *protected, char **ret_reason) {
+        char value[8];
+
+        if (overlay_xattr(fd, "opaque", value) && streq(value, "y"))
+                return refuse_with(ret_reason, "ships /%s as an opaque directory (overlay.opaque=y), which would "
+                                   "hide the host's /%s", entry, protected);
+        if (overlay_xattr(fd, "redirect", value) || overlay_xattr(fd, "metacopy", value))
+                return refuse_with(ret_reason, "ships /%s with an overlay redirect or metacopy xattr, which would "
+                                   "make overlayfs show something else than the host's /%s", entry, protected);
+        return 1;
+}
+
 /*
  * One entry on the way to the protected path: absent (1, *ret_fd -EBADF), a
  * plain merged directory (1, *ret_fd open on it), or something that hides
@@ -52,6 +65,7 @@ static int check_entry(int dir_fd, const char *name, const char *entry, const ch
         _cleanup_close_ int fd = -EBADF;
         char value[8];
         struct stat st;
+        int r;
 
         *ret_fd = -EBADF;
         if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -76,19 +90,10 @@ static int check_entry(int dir_fd, const char *name, const char *entry, const ch
         fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        if (overlay_xattr(fd, "opaque", value) && streq(value, "y")) {
-                (void) asprintf_safe(ret_reason, "ships /%s as an opaque directory (overlay.opaque=y), which "
-                                     "would hide the host's /%s", entry, protected);
-                return 0;
-        }
-        if (overlay_xattr(fd, "redirect", value) || overlay_xattr(fd, "metacopy", value)) {
-                (void) asprintf_safe(ret_reason, "ships /%s with an overlay redirect or metacopy xattr, which "
-                                     "would make overlayfs show something else than the host's /%s", entry,
-                                     protected);
-                return 0;
-        }
-        *ret_fd = TAKE_FD(fd);
-        return 1;
+        r = check_dir_xattrs(fd, entry, protected, ret_reason);
+        if (r > 0)
+                *ret_fd = TAKE_FD(fd);
+        return r;
 }
 
 int layer_check(int tree_fd, const char *path, LayerRule rule, char **ret_reason) {
@@ -127,20 +132,8 @@ int layer_check(int tree_fd, const char *path, LayerRule rule, char **ret_reason
 
 int layer_check_root(int tree_fd, const char *as, const char *protected, char **ret_reason) {
         _cleanup_close_ int fd = openat(tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        char value[8];
 
         if (fd < 0)
                 return -errno;
-        if (overlay_xattr(fd, "opaque", value) && streq(value, "y")) {
-                (void) asprintf_safe(ret_reason, "ships /%s as an opaque directory (overlay.opaque=y), which "
-                                     "would hide the host's /%s", as, protected);
-                return 0;
-        }
-        if (overlay_xattr(fd, "redirect", value) || overlay_xattr(fd, "metacopy", value)) {
-                (void) asprintf_safe(ret_reason, "ships /%s with an overlay redirect or metacopy xattr, which "
-                                     "would make overlayfs show something else than the host's /%s", as,
-                                     protected);
-                return 0;
-        }
-        return 1;
+        return check_dir_xattrs(fd, as, protected, ret_reason);
 }

@@ -195,6 +195,17 @@ void strv_sort(char **l) {
         qsort(l, strv_length(l), sizeof(char *), compare_strings);
 }
 
+int refuse_with(char **ret_reason, const char *fmt, ...) {
+        va_list ap;
+
+        if (ret_reason) {
+                va_start(ap, fmt);
+                (void) free_and_vasprintf(ret_reason, fmt, ap);
+                va_end(ap);
+        }
+        return 0;
+}
+
 char *hexmem(const void *p, size_t n) {
         static const char digits[] = "0123456789abcdef";
         const uint8_t *b = p;

@@ -49,6 +49,8 @@ char *path_join_real(const char *first, ...);
 /* Join path components with exactly one '/' between them; NULL or "" components are skipped. */
 #define path_join(...) path_join_real(__VA_ARGS__, NULL)
 char *strstrip(char *s);
+/* Sets *ret_reason (if asked for) and returns 0: "not so, and why", for checks that return 1 when fine. */
+int refuse_with(char **ret_reason, const char *fmt, ...) _printf_(2, 3);
 /* Lower-case hex of n bytes; and back (-EINVAL unless an even number of hex digits). */
 char *hexmem(const void *p, size_t n);
 int unhexmem(const char *s, uint8_t **ret, size_t *ret_size);

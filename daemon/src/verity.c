@@ -37,18 +37,6 @@ void verity_device_done(VerityDevice *d) {
         *d = (VerityDevice) {};
 }
 
-static int refuse(char **ret_reason, const char *fmt, ...) _printf_(2, 3);
-static int refuse(char **ret_reason, const char *fmt, ...) {
-        va_list ap;
-
-        if (ret_reason) {
-                va_start(ap, fmt);
-                (void) free_and_vasprintf(ret_reason, fmt, ap);
-                va_end(ap);
-        }
-        return 0;
-}
-
 /* Takes the root hash hex from where; if v has one already, they must be the same. */
 static int set_root_hash(ImageVerity *v, const char *hex, const char *where, char **ret_reason) {
         _cleanup_free_ char *copy = strdup(hex);
@@ -62,12 +50,12 @@ static int set_root_hash(ImageVerity *v, const char *hex, const char *where, cha
         if (r == -ENOMEM)
                 return r;
         if (r < 0 || n < 16)
-                return refuse(ret_reason, "%s holds no root hash (hex digits, at least 128 bits)", where);
+                return refuse_with(ret_reason, "%s holds no root hash (hex digits, at least 128 bits)", where);
         if (v->root_hash) {
                 if (n != v->root_hash_size || memcmp(h, v->root_hash, n) != 0) {
                         _cleanup_free_ char *other = hexmem(v->root_hash, v->root_hash_size);
 
-                        return refuse(ret_reason, "the root hash in %s (%s) is not the one in %s (%s)", where,
+                        return refuse_with(ret_reason, "the root hash in %s (%s) is not the one in %s (%s)", where,
                                       strstrip(copy), v->root_hash_from, strna(other));
                 }
                 return 1;
@@ -140,9 +128,9 @@ static int check_sidecar(const char *path, char **ret_reason) {
 
         r = trust_check_path(path, TRUST_FILE, NULL, &reason);
         if (r < 0)
-                return refuse(ret_reason, "cannot check who may write '%s': %s", path, strerror(-r));
+                return refuse_with(ret_reason, "cannot check who may write '%s': %s", path, strerror(-r));
         if (r == 0)
-                return refuse(ret_reason, "%s", strna(reason));
+                return refuse_with(ret_reason, "%s", strna(reason));
         return 1;
 }
 
@@ -177,7 +165,7 @@ int verity_load_sidecars(const char *path, int fd, DdiDesignator d, ImageVerity 
                 if (r <= 0)
                         return r;
         } else if (r != -ENOENT)
-                return refuse(ret_reason, "cannot read '%s': %s", hash_path, strerror(-r));
+                return refuse_with(ret_reason, "cannot read '%s': %s", hash_path, strerror(-r));
 
         r = read_binary(sig_path, SIG_FILE_MAX, &v->sig, &v->sig_size);
         if (r >= 0) {
@@ -188,7 +176,7 @@ int verity_load_sidecars(const char *path, int fd, DdiDesignator d, ImageVerity 
                 if (!v->sig_from)
                         return -ENOMEM;
         } else if (r != -ENOENT)
-                return refuse(ret_reason, "cannot read '%s': %s", sig_path, strerror(-r));
+                return refuse_with(ret_reason, "cannot read '%s': %s", sig_path, strerror(-r));
 
         if (access(tree_path, F_OK) == 0) {
                 r = check_sidecar(tree_path, ret_reason);
@@ -209,7 +197,7 @@ int verity_load_sig_partition(int fd, const DdiPartition *p, ImageVerity *v, cha
         int n, r;
 
         if (p->size > SIG_PARTITION_MAX)
-                return refuse(ret_reason, "the verity-sig partition is larger than 4 MiB");
+                return refuse_with(ret_reason, "the verity-sig partition is larger than 4 MiB");
         buf = calloc(1, p->size + 1);
         if (!buf)
                 return -ENOMEM;
@@ -217,17 +205,17 @@ int verity_load_sig_partition(int fd, const DdiPartition *p, ImageVerity *v, cha
         if (k < 0)
                 return -errno;
         if ((uint64_t) k != p->size)
-                return refuse(ret_reason, "the verity-sig partition is cut short");
+                return refuse_with(ret_reason, "the verity-sig partition is cut short");
         /* The JSON object, padded with NULs to the partition's end. */
         j = json_tokener_parse(buf);
         if (!j || !json_object_is_type(j, json_type_object)) {
                 json_object_put(j);
-                return refuse(ret_reason, "the verity-sig partition holds no JSON object");
+                return refuse_with(ret_reason, "the verity-sig partition holds no JSON object");
         }
         if (!json_object_object_get_ex(j, "rootHash", &hash) || !json_object_is_type(hash, json_type_string) ||
             !json_object_object_get_ex(j, "signature", &sigb64) || !json_object_is_type(sigb64, json_type_string)) {
                 json_object_put(j);
-                return refuse(ret_reason, "the verity-sig partition's JSON lacks \"rootHash\" or \"signature\"");
+                return refuse_with(ret_reason, "the verity-sig partition's JSON lacks \"rootHash\" or \"signature\"");
         }
         r = set_root_hash(v, json_object_get_string(hash), "the verity-sig partition", ret_reason);
         b64 = json_object_get_string(sigb64);
@@ -240,7 +228,7 @@ int verity_load_sig_partition(int fd, const DdiPartition *p, ImageVerity *v, cha
                 int m = n % 4 == 0 ? EVP_DecodeBlock(sig, (const unsigned char *) b64, n) : -1;
 
                 if (m < 0)
-                        r = refuse(ret_reason, "the verity-sig partition's signature is not base64");
+                        r = refuse_with(ret_reason, "the verity-sig partition's signature is not base64");
                 else {
                         m -= (n > 0 && b64[n - 1] == '=') + (n > 1 && b64[n - 2] == '=');
                         free(v->sig);
@@ -281,25 +269,51 @@ static void crypt_log_to_debug(int level, const char *msg, void *userdata) {
         }
 }
 
-/* /dev/dm-N of the device-mapper device called name, from sysfs. */
-static int dm_node_by_name(const char *name, char **ret) {
+/*
+ * The device-mapper devices in sysfs whose name starts with prefix: calls f
+ * for each (if given), returns how many, and in *ret_dm (if given) the
+ * "dm-N" of the last one.
+ */
+static int for_each_device(const char *prefix, void (*f)(const char *name, void *userdata), void *userdata,
+                           char **ret_dm) {
         _cleanup_closedir_ DIR *d = opendir("/sys/block");
+        int n = 0;
 
         if (!d)
                 return -errno;
         for (struct dirent *de; (de = readdir_no_dot(d)); ) {
-                _cleanup_free_ char *p = NULL, *n = NULL;
+                _cleanup_free_ char *p = NULL, *name = NULL;
 
                 if (!startswith(de->d_name, "dm-"))
                         continue;
                 if (asprintf_safe(&p, "/sys/block/%s/dm/name", de->d_name) < 0)
                         return -ENOMEM;
-                if (read_full_file_at(AT_FDCWD, p, 256, &n) < 0 || !streq(strstrip(n), name))
+                if (read_full_file_at(AT_FDCWD, p, 256, &name) < 0 || !startswith(strstrip(name), prefix))
                         continue;
-                *ret = strjoin("/dev/", de->d_name);
-                return *ret ? 0 : -ENOMEM;
+                n++;
+                if (f)
+                        f(name, userdata);
+                if (ret_dm) {
+                        free(*ret_dm);
+                        *ret_dm = strdup(de->d_name);
+                        if (!*ret_dm)
+                                return -ENOMEM;
+                }
         }
-        return -ENOENT;
+        return n;
+}
+
+/* /dev/dm-N of the device-mapper device called name, from sysfs. */
+static int dm_node_by_name(const char *name, char **ret) {
+        _cleanup_free_ char *dm = NULL;
+        int r = for_each_device(name, NULL, NULL, &dm);
+
+        if (r < 0)
+                return r;
+        if (!dm)
+                return -ENOENT;
+        *ret = strjoin("/dev/", dm);
+        return *ret ? 0 : -ENOMEM;
 }
 
 /* The device of that name exists already: is it for this very root hash? */
@@ -314,12 +328,12 @@ static int reuse(const char *name, const ImageVerity *v, VerityDevice *ret, char
                 r = crypt_volume_key_get(cd, CRYPT_ANY_SLOT, key, &key_size, NULL, 0);
         crypt_free(cd);
         if (r < 0)
-                return refuse(ret_reason, "a device '%s' exists but cannot be read: %s", name, strerror(-r));
+                return refuse_with(ret_reason, "a device '%s' exists but cannot be read: %s", name, strerror(-r));
         if (key_size != v->root_hash_size || memcmp(key, v->root_hash, key_size) != 0)
-                return refuse(ret_reason, "a device '%s' exists with another root hash", name);
+                return refuse_with(ret_reason, "a device '%s' exists with another root hash", name);
         r = dm_node_by_name(name, &ret->node);
         if (r < 0)
-                return refuse(ret_reason, "cannot find the device node of '%s': %s", name, strerror(-r));
+                return refuse_with(ret_reason, "cannot find the device node of '%s': %s", name, strerror(-r));
         ret->shared = true;
         return 1;
 }
@@ -371,18 +385,18 @@ static int load(const ImageVerity *v, const char *data_dev, const char *hash_dev
 
         r = crypt_init_data_device(&cd, hash_dev, data_dev);
         if (r < 0)
-                return refuse(ret_reason, "cannot open the image for dm-verity: %s", strerror(-r));
+                return refuse_with(ret_reason, "cannot open the image for dm-verity: %s", strerror(-r));
         crypt_set_log_callback(cd, crypt_log_to_debug, last_error);
         r = crypt_load(cd, CRYPT_VERITY, &params);
         if (r < 0) {
                 crypt_free(cd);
-                return refuse(ret_reason, "no dm-verity hash tree (superblock) in %s: %s",
+                return refuse_with(ret_reason, "no dm-verity hash tree (superblock) in %s: %s",
                               v->hash_file ?: "the verity partition", *last_error ?: strerror(-r));
         }
         if ((size_t) crypt_get_volume_key_size(cd) != v->root_hash_size) {
                 r = crypt_get_volume_key_size(cd);
                 crypt_free(cd);
-                return refuse(ret_reason, "the root hash from %s has %zu bytes, the hash tree's algorithm makes %d",
+                return refuse_with(ret_reason, "the root hash from %s has %zu bytes, the hash tree's algorithm makes %d",
                               v->root_hash_from, v->root_hash_size, r);
         }
         *ret = cd;
@@ -406,10 +420,10 @@ static int verify_all(const ImageVerity *v, const char *data_dev, const char *ha
         r = crypt_activate_by_volume_key(cd, NULL, (const char *) v->root_hash, v->root_hash_size, 0);
         crypt_free(cd);
         if (r == -EPERM || r == -EFAULT)
-                return refuse(ret_reason, "the image does not match its root hash (%s): tampered or corrupt",
+                return refuse_with(ret_reason, "the image does not match its root hash (%s): tampered or corrupt",
                               last_error ?: "verification failed");
         if (r < 0)
-                return refuse(ret_reason, "cannot verify the image against its root hash: %s",
+                return refuse_with(ret_reason, "cannot verify the image against its root hash: %s",
                               last_error ?: strerror(-r));
         return 1;
 }
@@ -428,7 +442,7 @@ int verity_activate(const ImageVerity *v, const char *data_dev, const char *hash
         if (r <= 0)
                 goto finish;
         if (!dm_available()) {
-                r = refuse(ret_reason, "verified against its root hash, but this kernel has no device-mapper: "
+                r = refuse_with(ret_reason, "verified against its root hash, but this kernel has no device-mapper: "
                            "it cannot be mounted under dm-verity");
                 goto finish;
         }
@@ -442,13 +456,13 @@ int verity_activate(const ImageVerity *v, const char *data_dev, const char *hash
                 if (r <= 0)
                         goto finish;
         } else if (r < 0) {
-                r = refuse(ret_reason, "cannot set up dm-verity: %s", last_error ?: strerror(-r));
+                r = refuse_with(ret_reason, "cannot set up dm-verity: %s", last_error ?: strerror(-r));
                 goto finish;
         } else {
                 r = dm_node_by_name(name, &d.node);
                 if (r < 0) {
                         (void) verity_release(name);
-                        r = refuse(ret_reason, "cannot find the device node of '%s': %s", name, strerror(-r));
+                        r = refuse_with(ret_reason, "cannot find the device node of '%s': %s", name, strerror(-r));
                         goto finish;
                 }
                 r = 1;
@@ -468,28 +482,6 @@ int verity_release(const char *name) {
         return crypt_deactivate_by_name(NULL, name, CRYPT_DEACTIVATE_DEFERRED);
 }
 
-/* Calls f for the name of every tuck-* device-mapper device. */
-static int for_each_device(void (*f)(const char *name, void *userdata), void *userdata) {
-        _cleanup_closedir_ DIR *d = opendir("/sys/block");
-        int n = 0;
-
-        if (!d)
-                return -errno;
-        for (struct dirent *de; (de = readdir_no_dot(d)); ) {
-                _cleanup_free_ char *p = NULL, *name = NULL;
-
-                if (!startswith(de->d_name, "dm-"))
-                        continue;
-                if (asprintf_safe(&p, "/sys/block/%s/dm/name", de->d_name) < 0)
-                        return -ENOMEM;
-                if (read_full_file_at(AT_FDCWD, p, 256, &name) < 0 || !startswith(strstrip(name), VERITY_DM_PREFIX))
-                        continue;
-                n++;
-                if (f)
-                        f(name, userdata);
-        }
-        return n;
-}
 
 static void release_one(const char *name, void *userdata) {
         int r = verity_release(name);
@@ -499,11 +491,11 @@ static void release_one(const char *name, void *userdata) {
 }
 
 int verity_sweep(void) {
-        return for_each_device(release_one, NULL);
+        return for_each_device(VERITY_DM_PREFIX, release_one, NULL, NULL);
 }
 
 int verity_count_devices(void) {
-        int n = for_each_device(NULL, NULL);
+        int n = for_each_device(VERITY_DM_PREFIX, NULL, NULL, NULL);
 
         return n < 0 ? 0 : n;
 }
