@@ -266,7 +266,8 @@ static int inspect_image(Run *run, size_t idx) {
         if (img->kernel_sig > 0)
                 log_info("%s: the kernel checked the root hash signature too.", img->path);
         else if (img->kernel_sig < 0)
-                log_info("%s: the kernel could not check the root hash signature (%s); it was checked in "
+                log_info("%s: the kernel could not check the root hash signature (activating with it failed: "
+                         "%s; it has no key for it, or no DM_VERITY_VERIFY_ROOTHASH_SIG); it was checked in "
                          "userspace against verity.d.", img->path, strerror(-img->kernel_sig));
         return image_validate(img, fd, &run->host, run->c->root, run->c->config.hierarchies[img->class]);
 }
