@@ -192,3 +192,19 @@ int tuck_staging_mounts(TuckContext *c) {
         staging_close(&s);
         return r;
 }
+
+int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
+        TuckConfig n;
+        int r;
+
+        r = config_load(&n, c->config_path, ret_error);
+        if (r < 0)
+                return r;
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                c->config.image_policy[k] = n.image_policy[k];
+        c->config.allow_downgrade = n.allow_downgrade;
+        c->config.allow_window = n.allow_window;
+        c->config.stale_policy = n.stale_policy;
+        config_done(&n);
+        return 0;
+}

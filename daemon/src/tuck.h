@@ -71,6 +71,13 @@ typedef struct TuckOptions {
 /* root: "/" on a real host or a prefix (tests); config: NULL for <root>/etc/tuck/tuck.conf. */
 int tuck_context_new(const char *root, const char *config, TuckContext **ret, char **ret_error);
 TuckContext *tuck_context_free(TuckContext *c);
+/*
+ * Re-reads the configuration file's policies ([Policy], ImagePolicy=) into
+ * the context, as tuckd does on SIGHUP; an invalid file changes nothing
+ * (-EBADMSG/-EINVAL, *ret_error). SearchPaths= and Hierarchies= stay as
+ * they were when the context was made.
+ */
+int tuck_context_reload_policy(TuckContext *c, char **ret_error);
 
 const char *tuck_context_root(const TuckContext *c);
 const char *tuck_context_run_dir(const TuckContext *c);       /* <root>/run/tuck */

@@ -62,6 +62,16 @@ int engine_new(const char *root, const char *config, Engine **ret) {
         return 0;
 }
 
+int engine_reload_policy(Engine *e) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = tuck_context_reload_policy(e->ctx, &error);
+        if (r < 0)
+                log_warning("Keeping the previous image and version policy: %s", error ?: strerror(-r));
+        return r;
+}
+
 Engine *engine_free(Engine *e) {
         if (!e)
                 return NULL;

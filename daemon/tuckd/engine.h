@@ -35,6 +35,8 @@ const char *engine_verb_to_string(EngineVerb v);
 /* @root: "/" on a real host, a prefix for tests; @config: tuck.conf path. */
 int engine_new(const char *root, const char *config, Engine **ret);
 Engine *engine_free(Engine *e);
+/* tuck.conf's policies again ([Policy], ImagePolicy=): for SIGHUP. */
+int engine_reload_policy(Engine *e);
 
 /* Hierarchy paths (root prefix applied), stable for the engine's life. */
 size_t engine_hierarchies(Engine *e, const char *const **ret);

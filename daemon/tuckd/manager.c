@@ -348,6 +348,8 @@ int manager_reload(Manager *m) {
                 log_warning("Keeping the previous configuration: '%s' is invalid.", m->config_path);
         else
                 m->config = c;
+        /* libtuck's policies too: an operator sets ImagePolicy=signed and reloads. */
+        (void) engine_reload_policy(m->engine);
 
         manager_unwatch_images(m);
         if (m->config.watch)
