@@ -158,13 +158,13 @@ int image_dissect(Image *i, const char *root, const char *arch) {
         if (i->type == IMAGE_TYPE_DIRECTORY)
                 return 1;
 
-        fd = open(i->resolved, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        fd = image_open_file(i->resolved);
+        if (fd == -EBADFD)
+                return image_set_reason(i, "not a regular file");
         if (fd < 0)
-                return image_set_reason(i, "cannot open: %s", strerror(errno));
+                return image_set_reason(i, "cannot open: %s", strerror(-fd));
         if (fstat(fd, &st) < 0)
                 return -errno;
-        if (!S_ISREG(st.st_mode))
-                return image_set_reason(i, "not a regular file");
         if (i->checked_ino != 0 && (st.st_dev != i->checked_dev || st.st_ino != i->checked_ino))
                 return image_set_reason(i, "replaced while being inspected");
 

@@ -19,13 +19,12 @@ static int open_checked(const Image *i, char **ret_reason) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
 
-        fd = open(i->resolved, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        fd = image_open_file(i->resolved);
         if (fd < 0)
-                return -errno;
+                return fd;
         if (fstat(fd, &st) < 0)
                 return -errno;
-        if (!S_ISREG(st.st_mode) || (i->checked_ino != 0 && (st.st_dev != i->checked_dev ||
-                                                              st.st_ino != i->checked_ino))) {
+        if (i->checked_ino != 0 && (st.st_dev != i->checked_dev || st.st_ino != i->checked_ino)) {
                 (void) asprintf_safe(ret_reason, "'%s' was replaced while being inspected", i->resolved);
                 return -ESTALE;
         }
