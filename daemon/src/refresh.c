@@ -56,6 +56,7 @@
 #include "status.h"
 #include "swap.h"
 #include "util.h"
+#include "verity.h"
 #include "version.h"
 
 static const TuckOptions no_options = {};
@@ -141,6 +142,10 @@ int run_prepare(Run *run) {
         r = open_staging(run);
         if (r < 0)
                 return r;
+        /* dm-verity devices a killed run left unmounted go now; those in use go with their last mount. */
+        r = verity_sweep();
+        if (r < 0 && r != -ENOENT)
+                log_debug_errno(r, "Cannot look for dm-verity devices left behind: %m");
         r = versions_load(run->c->state_dir, &run->versions);
         if (r < 0)
                 return report_set_error(run->report, r, "cannot read %s/versions.json: %s", run->c->state_dir,
@@ -201,7 +206,7 @@ static int mark_invalid(Image *i, const char *fmt, ...) {
 }
 
 /* A tree fd for reading the image: where it is staged, or a fresh detached mount. */
-static int image_tree_fd(Run *run, size_t idx, int *ret_fd) {
+static int image_tree_fd(Run *run, size_t idx, int *ret_fd, char **ret_reason) {
         Image *img = run->images[idx];
         Inspected *x = &run->inspected[idx];
         StagedImage *s;
@@ -221,32 +226,52 @@ static int image_tree_fd(Run *run, size_t idx, int *ret_fd) {
                 staging_table_remove(&run->table, s->id);
         }
 
-        r = image_mount_detached(img, &x->mount_fd, &x->loop);
+        r = image_mount_detached(img, &x->mount_fd, &x->loop, ret_reason);
         if (r < 0)
                 return r;
         *ret_fd = fcntl(x->mount_fd, F_DUPFD_CLOEXEC, 3);
         return *ret_fd < 0 ? -errno : 0;
 }
 
-/* Is the image usable (kind, readable, mountable, release file)? An unusable one is marked, not an error. */
+/*
+ * Is the image usable: who may write it (trust.c), what it holds and how it
+ * is protected (dissect.c), whether ImagePolicy= takes that, whether it
+ * mounts (with dm-verity: verified in full first), what its release file
+ * says? An unusable one is marked with the reason, not an error.
+ */
 static int inspect_image(Run *run, size_t idx) {
         Image *img = run->images[idx];
+        _cleanup_free_ char *reason = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (img->type == IMAGE_TYPE_GPT)
-                return mark_invalid(img, "GPT disk images (DDIs) are not supported yet; use a bare squashfs "
-                                    "or erofs .raw image");
         if (img->type == IMAGE_TYPE_UNSUPPORTED)
                 return img->fstype ?
                         mark_invalid(img, "file system '%s' is not supported (squashfs and erofs only)", img->fstype) :
                         mark_invalid(img, "no squashfs or erofs file system found");
+        img->inspected = true;
+        img->valid = true;
+        r = image_check_trust(img);
+        if (r <= 0)
+                return r;
+        r = image_dissect(img, run->c->root, run->host.architecture);
+        if (r <= 0)
+                return r;
+        r = image_check_policy(img, run->c->config.image_policy[img->class]);
+        if (r <= 0)
+                return r;
         r = image_fingerprint(img);
         if (r < 0)
                 return mark_invalid(img, "cannot read: %s", strerror(-r));
-        r = image_tree_fd(run, idx, &fd);
+        r = image_tree_fd(run, idx, &fd, &reason);
         if (r < 0)
-                return mark_invalid(img, "cannot mount: %s", strerror(-r));
+                return reason ? mark_invalid(img, "%s", reason) : mark_invalid(img, "cannot mount: %s", strerror(-r));
+        if (img->kernel_sig > 0)
+                log_info("%s: the kernel checked the root hash signature too.", img->path);
+        else if (img->kernel_sig < 0)
+                log_info("%s: the kernel could not check the root hash signature (activating with it failed: "
+                         "%s; it has no key for it, or no DM_VERITY_VERIFY_ROOTHASH_SIG); it was checked in "
+                         "userspace against verity.d.", img->path, strerror(-img->kernel_sig));
         return image_validate(img, fd, &run->host, run->c->root, run->c->config.hierarchies[img->class]);
 }
 
@@ -257,7 +282,10 @@ static int run_inspect(Run *run) {
 
                 if (img->state != IMAGE_CANDIDATE)
                         continue;
-                r = inspect_image(run, i);
+                if (!img->inspected)
+                        r = inspect_image(run, i);
+                else
+                        r = 0;   /* refused at discovery (an untrusted search directory) */
                 if (r < 0)
                         return r;
                 if (!img->valid)
@@ -484,8 +512,12 @@ static int stage_layers(Run *run, SwapJob *j) {
                 char *lower = NULL;
 
                 r = stage_image(run, img, x, &j->error);
-                if (r >= 0 && (asprintf_safe(&lower, "i/%u/%s", x->staged_id, j->h->path + 1) < 0 ||
-                               strv_consume(&lowers, lower) < 0))
+                /* A DDI's usr partition is /usr itself: the layer is its root. */
+                if (r >= 0 && (image_is_usr_partition(img) ?
+                                       asprintf_safe(&lower, "i/%u", x->staged_id) :
+                                       asprintf_safe(&lower, "i/%u/%s", x->staged_id, j->h->path + 1)) < 0)
+                        r = -ENOMEM;
+                if (r >= 0 && strv_consume(&lowers, lower) < 0)
                         r = -ENOMEM;
         }
         (void) staging_leave(&run->staging);

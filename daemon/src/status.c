@@ -46,6 +46,19 @@ static const char *image_status(const Image *img) {
         return img->valid ? "valid" : "invalid";
 }
 
+/* How a valid image is protected: "dm-verity, root hash signed by ...; the kernel checked it too". */
+static void image_protection_print(const Image *img, FILE *f) {
+        fprintf(f, "         dm-verity%s%s%s, root hash from %s", img->partition ? " on its " : "",
+                strempty(img->partition), img->signer ? ", signed" : "", strna(img->verity.root_hash_from));
+        if (img->signer)
+                fprintf(f, "; signed by %s", img->signer);
+        if (img->kernel_sig > 0)
+                fprintf(f, "; the kernel checked the signature too");
+        else if (img->kernel_sig < 0)
+                fprintf(f, "; the kernel could not check the signature (%s)", strerror(-img->kernel_sig));
+        fputc('\n', f);
+}
+
 void image_list_print(const ImageList *l, FILE *f) {
         if (l->n_images == 0) {
                 fprintf(f, "No extension images found.\n");
@@ -67,6 +80,8 @@ void image_list_print(const ImageList *l, FILE *f) {
                         fprintf(f, "         not usable: %s\n", img->reason);
                 else if (!isempty(joined))
                         fprintf(f, "         active in %s\n", joined);
+                if (img->state == IMAGE_CANDIDATE && img->valid && img->protection != IMAGE_PROTECTION_UNPROTECTED)
+                        image_protection_print(img, f);
         }
 }
 
@@ -89,7 +104,14 @@ json_object *image_list_to_json(const ImageList *l) {
                 ADD_STR("shadowed_by", img->shadowed_by);
                 ADD_STR("version", img->version);
                 ADD_STR("version_source", img->version_source);
+                ADD_STR("partition", img->partition);
+                ADD_STR("protection", img->state == IMAGE_CANDIDATE && img->inspected ?
+                        image_protection_to_string(img->protection) : NULL);
+                ADD_STR("root_hash_from", img->verity.root_hash_from);
+                ADD_STR("signer", img->signer);
 #undef ADD_STR
+                if (img->kernel_sig != 0)
+                        json_object_object_add(o, "kernel_checked_signature", json_object_new_boolean(img->kernel_sig > 0));
                 json_object_object_add(o, "valid", json_object_new_boolean(img->state == IMAGE_CANDIDATE && img->valid));
                 STRV_FOREACH(x, img->hierarchies)
                         json_object_array_add(h, json_object_new_string(*x));

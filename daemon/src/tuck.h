@@ -75,7 +75,8 @@ typedef struct TuckOptions {
 int tuck_context_new(const char *root, const char *config, TuckContext **ret, char **ret_error);
 TuckContext *tuck_context_free(TuckContext *c);
 /*
- * Re-read tuck.conf's policy (StalePolicy=, RestartUnits=, [Policy], [Scan])
+ * Re-read tuck.conf's policy (StalePolicy=, RestartUnits=, [Policy], [Scan],
+ * ImagePolicy=)
  * into @c; search directories and hierarchies stay as they were. On failure
  * @c is unchanged.
  */

@@ -196,6 +196,93 @@ void strv_sort(char **l) {
         qsort(l, strv_length(l), sizeof(char *), compare_strings);
 }
 
+int refuse_with(char **ret_reason, const char *fmt, ...) {
+        va_list ap;
+
+        if (ret_reason) {
+                va_start(ap, fmt);
+                (void) free_and_vasprintf(ret_reason, fmt, ap);
+                va_end(ap);
+        }
+        return 0;
+}
+
+char *hexmem(const void *p, size_t n) {
+        static const char digits[] = "0123456789abcdef";
+        const uint8_t *b = p;
+        char *s = malloc(n * 2 + 1), *q = s;
+
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                *q++ = digits[b[i] >> 4];
+                *q++ = digits[b[i] & 15];
+        }
+        *q = 0;
+        return s;
+}
+
+static int unhex_char(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -EINVAL;
+}
+
+int unhexmem(const char *s, uint8_t **ret, size_t *ret_size) {
+        size_t l = strlen(s);
+        uint8_t *b;
+
+        if (l == 0 || l % 2 != 0)
+                return -EINVAL;
+        b = malloc(l / 2);
+        if (!b)
+                return -ENOMEM;
+        for (size_t i = 0; i < l / 2; i++) {
+                int hi = unhex_char(s[2 * i]), lo = unhex_char(s[2 * i + 1]);
+
+                if (hi < 0 || lo < 0) {
+                        free(b);
+                        return -EINVAL;
+                }
+                b[i] = (uint8_t) (hi << 4 | lo);
+        }
+        *ret = b;
+        *ret_size = l / 2;
+        return 0;
+}
+
+bool utf8_is_valid(const char *s) {
+        const unsigned char *p = (const unsigned char *) s;
+
+        while (*p) {
+                unsigned n, c;
+
+                if (*p < 0x80) {
+                        p++;
+                        continue;
+                }
+                n = *p >= 0xf0 && *p <= 0xf4 ? 3 : *p >= 0xe0 ? (*p < 0xf0 ? 2 : 0) : *p >= 0xc2 ? 1 : 0;
+                if (n == 0)
+                        return false;
+                c = *p & (0x3f >> n);
+                for (unsigned k = 1; k <= n; k++) {
+                        if ((p[k] & 0xc0) != 0x80)
+                                return false;
+                        c = (c << 6) | (p[k] & 0x3f);
+                }
+                /* Overlong forms, UTF-16 surrogates and anything past U+10FFFF. */
+                if ((n == 2 && c < 0x800) || (n == 3 && (c < 0x10000 || c > 0x10ffff)) ||
+                    (c >= 0xd800 && c <= 0xdfff))
+                        return false;
+                p += n + 1;
+        }
+        return true;
+}
+
 char *strv_join(char * const *l, const char *separator) {
         size_t n = 1, sl = strlen(separator);
         char *r, *p;
@@ -235,14 +322,9 @@ struct dirent *readdir_no_dot(DIR *d) {
         return NULL;
 }
 
-int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
+int read_full_fd(int fd, size_t max_size, char **ret) {
         _cleanup_free_ char *buf = NULL;
         size_t n = 0, allocated = 0;
-
-        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
 
         for (;;) {
                 ssize_t k;
@@ -275,6 +357,15 @@ int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret)
                 return -EBADMSG;
         *ret = TAKE_PTR(buf);
         return (int) n;
+}
+
+int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return read_full_fd(fd, max_size, ret);
 }
 
 int write_file_atomic(const char *path, const char *contents, mode_t mode) {

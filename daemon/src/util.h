@@ -49,6 +49,13 @@ char *path_join_real(const char *first, ...);
 /* Join path components with exactly one '/' between them; NULL or "" components are skipped. */
 #define path_join(...) path_join_real(__VA_ARGS__, NULL)
 char *strstrip(char *s);
+/* Sets *ret_reason (if asked for) and returns 0: "not so, and why", for checks that return 1 when fine. */
+int refuse_with(char **ret_reason, const char *fmt, ...) _printf_(2, 3);
+/* Lower-case hex of n bytes; and back (-EINVAL unless an even number of hex digits). */
+char *hexmem(const void *p, size_t n);
+int unhexmem(const char *s, uint8_t **ret, size_t *ret_size);
+/* Well-formed UTF-8: no overlong forms, surrogates or code points past U+10FFFF. */
+bool utf8_is_valid(const char *s);
 int asprintf_safe(char **ret, const char *format, ...) _printf_(2, 3);
 /* Replaces *p (freed) with a newly formatted string; -ENOMEM leaves *p NULL. */
 int free_and_vasprintf(char **p, const char *format, va_list ap) _printf_(2, 0);
@@ -76,6 +83,8 @@ DIR *opendir_at(int dir_fd, const char *path);
 struct dirent *readdir_no_dot(DIR *d);
 
 /* Files. */
+/* The whole file (NUL-terminated, no NUL inside: -EBADMSG), at most max_size bytes (-EFBIG). */
+int read_full_fd(int fd, size_t max_size, char **ret);
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret);
 int write_file_atomic(const char *path, const char *contents, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);

@@ -73,7 +73,8 @@ diag "$out"
 expect_eq "a bad image does not stop the others: foo is merged" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" A
 check "the wrong-OS image is reported with the reason" grep -q "Skipped sysext image '.*bar.raw': built for OS 'not-this-os'" <<<"$out"
 check "the image without a release file is reported" grep -q "baz.raw': no usr/lib/extension-release.d/" <<<"$out"
-check "a GPT disk image is refused: not supported yet" grep -q "ddi.raw': GPT disk images (DDIs) are not supported yet" <<<"$out"
+check "a GPT disk image without a root or usr partition is refused, saying so" \
+        grep -q "ddi.raw': GPT disk image: no root or usr partition for" <<<"$out"
 check "a file without squashfs/erofs is refused" grep -q "junk.raw': no squashfs or erofs file system found" <<<"$out"
 list=$(tuck list)
 diag "$list"
