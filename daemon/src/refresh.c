@@ -345,14 +345,19 @@ static int observe_hierarchy(Run *run, size_t i) {
                 /* Unmerge and list go on as if there were no record: unmerge takes our overlay
                  * down all the same and writes a fresh one. Nothing else acts on a hierarchy
                  * whose state it cannot read; the others go ahead. */
-                if (run->verb == VERB_UNMERGE || run->listing)
-                        return report_warn(run->report, "%s: %s; taken as no record", h->path,
-                                           run->record_errors[i]);
-                hr = report_add(run->report, h->path, h->class);
-                if (!hr)
-                        return -ENOMEM;
-                return hierarchy_report_set(hr, OUTCOME_FAILED, -EBADMSG, "%s; left as it is (tuckctl unmerge "
-                                            "takes it down and writes a fresh record)", run->record_errors[i]);
+                if (run->verb == VERB_UNMERGE || run->listing) {
+                        r = report_warn(run->report, "%s: %s; taken as no record", h->path, run->record_errors[i]);
+                        if (r < 0)
+                                return r;
+                } else {
+                        hr = report_add(run->report, h->path, h->class);
+                        if (!hr)
+                                return -ENOMEM;
+                        (void) hierarchy_report_set(hr, OUTCOME_FAILED, -EBADMSG, "%s; left as it is (tuckctl "
+                                                    "unmerge takes it down and writes a fresh record)",
+                                                    run->record_errors[i]);
+                        return 0;
+                }
         }
         in = &run->inputs[run->n_inputs];
         run->input_index[run->n_inputs++] = i;
