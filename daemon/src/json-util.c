@@ -61,26 +61,8 @@ int json_parse_file(const char *path, json_object **ret, char **ret_error) {
         return 0;
 }
 
-const char *json_type_description(json_object *o) {
-        switch (json_object_get_type(o)) {
-        case json_type_null:
-                return "null";
-        case json_type_boolean:
-                return "a boolean";
-        case json_type_double:
-        case json_type_int:
-                return "a number";
-        case json_type_object:
-                return "an object";
-        case json_type_array:
-                return "an array";
-        case json_type_string:
-                return "a string";
-        }
-        return "something else";
-}
-
-static const char *expected(json_type t) {
+/* "a string": a JSON type as a message says it. */
+static const char *type_name(json_type t) {
         switch (t) {
         case json_type_null:
                 return "null";
@@ -99,6 +81,10 @@ static const char *expected(json_type t) {
         return "something else";
 }
 
+const char *json_type_description(json_object *o) {
+        return type_name(json_object_get_type(o));
+}
+
 int json_member(json_object *o, const char *key, json_type type, json_object **ret, char **ret_error) {
         json_object *v;
 
@@ -106,7 +92,7 @@ int json_member(json_object *o, const char *key, json_type type, json_object **r
             (!v && type != json_type_null))
                 return -ENOENT;
         if (!json_object_is_type(v, type)) {
-                (void) asprintf_safe(ret_error, "%s: %s, expected %s", key, json_type_description(v), expected(type));
+                (void) asprintf_safe(ret_error, "%s: %s, expected %s", key, json_type_description(v), type_name(type));
                 return -EBADMSG;
         }
         *ret = v;

@@ -195,6 +195,14 @@ int tuck_status(TuckContext *c, Status **ret) {
         return 0;
 }
 
+/* A layer kept in place because its extension is held back? */
+static bool layer_held(const Generation *g, const Layer *l) {
+        for (size_t k = 0; k < g->n_held; k++)
+                if (g->held[k].kept && streq(g->held[k].extension, l->extension))
+                        return true;
+        return false;
+}
+
 static void print_view(const NamespaceView *v, FILE *f) {
         char flags[48];
 
@@ -238,7 +246,8 @@ void status_print(const Status *s, FILE *f) {
                                 g->window ? ", installed with a window" : "",
                                 h->on_top ? "" : " — WARNING: not on top here");
                         for (size_t k = g->n_layers; k > 0; k--)
-                                fprintf(f, "  %s %s\n", g->layers[k - 1].name, g->layers[k - 1].version ?: "(unversioned)");
+                                fprintf(f, "  %s %s%s\n", g->layers[k - 1].name, g->layers[k - 1].version ?: "(unversioned)",
+                                        layer_held(g, &g->layers[k - 1]) ? " (held back)" : "");
                 }
                 /* Behind: on an older overlay of ours, or unreadable (it may be). A
                  * container's own /etc (foreign, or the bare base of its own tree)
@@ -306,6 +315,8 @@ json_object *status_to_json(const Status *s) {
                         json_object_array_add(held, y);
                 }
                 json_object_object_add(x, "held_back", held);
+                json_object_object_add(x, "state", json_object_new_string(
+                                               h->generation.n_held > 0 || h->record_error ? "degraded" : "running"));
                 for (size_t k = 0; k < h->n_views; k++) {
                         const NamespaceView *v = &h->views[k];
                         json_object *y = json_object_new_object();

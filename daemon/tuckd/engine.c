@@ -266,8 +266,21 @@ static void report_namespaces(Engine *e, const Report *report, const EngineHooks
         }
 }
 
+/* A failure that leaves the host behind what it should run (see engine_run()). */
+static bool report_failed(const Report *r) {
+        if (r->error < 0)
+                return true;
+        for (size_t i = 0; i < r->n_hierarchies; i++) {
+                const HierarchyReport *h = &r->hierarchies[i];
+
+                if (h->outcome == OUTCOME_FAILED || (h->outcome == OUTCOME_REFUSED && h->error != -EALREADY))
+                        return true;
+        }
+        return false;
+}
+
 int engine_run(Engine *e, EngineVerb verb, const EngineRequest *req, StalePolicy policy, const EngineHooks *hooks,
-               char **ret_error) {
+               char **ret_error, bool *ret_failed) {
         static int (*const verbs[_ENGINE_VERB_MAX])(TuckContext *, const TuckOptions *, Report **) = {
                 [ENGINE_MERGE] = tuck_merge,
                 [ENGINE_REFRESH] = tuck_refresh,
@@ -292,6 +305,8 @@ int engine_run(Engine *e, EngineVerb verb, const EngineRequest *req, StalePolicy
 
         if (ret_error)
                 *ret_error = report ? report_reasons(report) : NULL;
+        if (ret_failed)
+                *ret_failed = report ? report_failed(report) : r < 0;
         for (size_t i = 0; report && i < strv_length(report->warnings); i++)
                 log_warning("%s", report->warnings[i]);
         if (report) {

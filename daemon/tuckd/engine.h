@@ -94,10 +94,12 @@ typedef struct EngineHooks {
  * @policy for the namespaces that do not follow (libtuck does what it says,
  * as for tuckctl). Returns >0 if something changed, 0 if nothing needed
  * doing, <0 if a hierarchy failed or was refused (others may have changed),
- * with the reasons in @ret_error (owned; free() it).
+ * with the reasons in @ret_error (owned; free() it). *@ret_failed: something
+ * failed or was refused that leaves the host behind (not a hold, those are
+ * in the records; not a verb asked at the wrong time, Merge when merged).
  */
 int engine_run(Engine *e, EngineVerb verb, const EngineRequest *req, StalePolicy policy, const EngineHooks *hooks,
-               char **ret_error);
+               char **ret_error, bool *ret_failed);
 
 /* tuckctl status --json / list --json / versions --json, as one string each; on failure maybe a reason (owned). */
 int engine_status_json(Engine *e, char **ret, char **ret_error);

@@ -291,6 +291,7 @@ static void log_refused(EngineVerb verb, const char *trigger, const char *reason
 int manager_run(Manager *m, EngineVerb verb, const EngineRequest *req, const char *trigger, char **ret_error) {
         _cleanup_free_ char *error = NULL;
         uint64_t old_gen[m->n_hierarchies ?: 1];
+        bool failed = false;
         int r, changed;
 
         m->refresh_count++;
@@ -310,7 +311,7 @@ int manager_run(Manager *m, EngineVerb verb, const EngineRequest *req, const cha
                                .held_back = on_held_back,
                                .userdata = m,
                        },
-                       &error);
+                       &error, &failed);
 
         /* Whatever the verb said, the mount table is the truth. */
         changed = manager_adopt_generations(m, true);
@@ -331,7 +332,7 @@ int manager_run(Manager *m, EngineVerb verb, const EngineRequest *req, const cha
          * (Merge when merged) leaves the host degraded until a verb succeeds. */
         free(m->failure);
         m->failure = NULL;
-        if (r < 0 && r != -EPERM && r != -EALREADY)
+        if (r < 0 && failed)
                 (void) asprintf_safe(&m->failure, "%s failed: %s", engine_verb_to_string(verb),
                                      error ?: strerror(-r));
 

@@ -115,6 +115,16 @@ expect_eq "foo still 2.0 (its staged mount of 2.0 is the layer, the file on disk
 run_tuck status
 expect_eq "status while foo is held back: exit status 3" "$RC" 3
 check "status says degraded and names foo" grep -q "degraded: foo held back (downgrade 2.0 → 1.0 not allowed)" <<<"$OUT"
+check "status --json: /usr degraded, foo held back and kept" python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+hs = s if isinstance(s, list) else s["hierarchies"]
+usr = [h for h in hs if h["hierarchy"] == "/usr"][0]
+assert usr["state"] == "degraded", usr
+hb = usr["held_back"]
+assert [h["extension"] for h in hb] == ["foo"] and hb[0]["kept"] and hb[0]["reason"] == "downgrade", hb
+assert "foo held back (downgrade 2.0 → 1.0 not allowed)" in hb[0]["summary"], hb
+' <<<"$(tuck status --json || true)"
 
 # ---- the rollback: a recorded decision
 run_tuck refresh --allow-downgrade=foo

@@ -141,6 +141,8 @@ d = json.load(open(sys.argv[1]))["sysext"]["bar"]["decision"]
 assert d["via"].startswith("tuckctl refresh --allow-downgrade=bar, through D-Bus RefreshEx (uid 0, pid "), d' \
         "$ROOT/var/lib/tuck/versions.json"
 check "the old Refresh(t) signature still works" test "$(call Refresh t 1)" = "b true"
+call Merge t 0 >/dev/null 2>&1 || true
+check "a Merge when merged (refused: use Refresh) does not make the host degraded" test "$(prop Degraded)" = "b false"
 
 check "Versions is for everyone (read-only)" bash -c 'bctl_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- busctl --address="$1" "${@:2}"; }
         bctl_nobody "$1" call org.tuck1 /org/tuck1 org.tuck1.Manager Versions >/dev/null' _ "$BUS"
