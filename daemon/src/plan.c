@@ -370,6 +370,49 @@ static int plan_unmerge(HierarchyPlan *h) {
                       h->hierarchy, strna(h->live.description));
 }
 
+static Hold *held_out(const HierarchyPlan *h, const char *extension) {
+        for (size_t i = 0; i < h->n_held; i++)
+                if (!h->held[i].kept && streq(h->held[i].extension, extension))
+                        return &h->held[i];
+        return NULL;
+}
+
+/*
+ * A held-back extension that is not staged any more cannot be put into a new
+ * overlay, but the overlay in place still has it. If nothing else differs
+ * from the current generation, keeping that overlay keeps it too, rather
+ * than swapping it out for nothing. Then those holds are kept after all.
+ */
+static bool held_out_only(const PlanHierarchyInput *hin, HierarchyPlan *h) {
+        const Generation *g = keepable(hin);
+        size_t k = 0, out = 0;
+
+        if (!g)
+                return false;
+        for (size_t i = 0; i < g->n_layers; i++) {
+                if (held_out(h, g->layers[i].extension)) {
+                        out++;
+                        continue;
+                }
+                if (k >= h->n_layers || !streq(plan_layer_name(&h->layers[k]), g->layers[i].name) ||
+                    !streq_ptr(plan_layer_fingerprint(&h->layers[k]), g->layers[i].fingerprint))
+                        return false;
+                k++;
+        }
+        if (out == 0 || k != h->n_layers)
+                return false;
+        for (size_t i = 0; i < g->n_layers; i++) {
+                Hold *x = held_out(h, g->layers[i].extension);
+
+                if (!x)
+                        continue;
+                x->kept = true;
+                if (free_and_strdup(&x->active_version, g->layers[i].version) < 0)
+                        return false;
+        }
+        return true;
+}
+
 static int plan_merge_or_refresh(const PlanInput *in, const PlanHierarchyInput *hin, HierarchyPlan *h) {
         _cleanup_strv_free_ char **refused = NULL;
         int r;
@@ -389,6 +432,11 @@ static int plan_merge_or_refresh(const PlanInput *in, const PlanHierarchyInput *
                 return r;
         if (h->n_layers > 1)
                 qsort(h->layers, h->n_layers, sizeof(PlanLayer), compare_layers);
+
+        if (!in->force && held_out_only(hin, h)) {
+                h->action = PLAN_KEEP;
+                return set_reason(h, "nothing changed but what is held back; the overlay in place keeps it");
+        }
 
         if (h->n_layers == 0) {
                 if (h->live.top == TOP_OURS || h->live.top == TOP_LOST) {

@@ -948,6 +948,7 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
         _cleanup_free_ char *base_rel = path_join("b", h->id);
         PastOverlay *history;
         size_t n_history;
+        Hold *held;
         uint64_t id;
         int r;
 
@@ -974,10 +975,14 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
         }
         g->merged = false;
         g->since_usec = now_usec(CLOCK_REALTIME);
-        /* Nothing merged, nothing held back: a refresh's plan (no extensions left) holds none. */
+        /* What the plan holds back: none for the verb unmerge; a refresh left with no extension
+         * but one held back (out: nothing of it staged) is degraded, and must say so. */
+        r = holds_copy(p->held, p->n_held, &held);
+        if (r < 0)
+                return r;
         holds_free(g->held, g->n_held);
-        g->held = NULL;
-        g->n_held = 0;
+        g->held = held;
+        g->n_held = p->n_held;
         r = generation_save(run->c->run_dir, g);
         if (r < 0)
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "unmounted, but the record could not be "
