@@ -112,6 +112,35 @@ TuckContext *tuck_context_free(TuckContext *c) {
         return NULL;
 }
 
+static bool strv_same(char * const *a, char * const *b) {
+        size_t n = strv_length(a);
+
+        if (n != strv_length(b))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!streq(a[i], b[i]))
+                        return false;
+        return true;
+}
+
+int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
+        TuckConfig n = {};
+        bool moved = false;
+        int r;
+
+        r = config_load(&n, c->config_path, ret_error);
+        if (r < 0)
+                return r;
+        c->config.allow_downgrade = n.allow_downgrade;
+        c->config.allow_window = n.allow_window;
+        c->config.stale_policy = n.stale_policy;
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                moved = moved || !strv_same(n.search_dirs[k], c->config.search_dirs[k]) ||
+                        !strv_same(n.hierarchies[k], c->config.hierarchies[k]);
+        config_done(&n);
+        return moved;
+}
+
 const char *tuck_context_root(const TuckContext *c) {
         return c->root;
 }

@@ -74,6 +74,13 @@ typedef struct TuckOptions {
 /* root: "/" on a real host or a prefix (tests); config: NULL for <root>/etc/tuck/tuck.conf. */
 int tuck_context_new(const char *root, const char *config, TuckContext **ret, char **ret_error);
 TuckContext *tuck_context_free(TuckContext *c);
+/*
+ * Re-reads the configuration's policy (AllowDowngrade=, AllowWindow=,
+ * StalePolicy=), as tuckd's SIGHUP does. Search directories and hierarchies
+ * stay as they were (they name what is mounted and watched): returns 1 if
+ * the file changes them, so the caller can say a restart is needed.
+ */
+int tuck_context_reload_policy(TuckContext *c, char **ret_error);
 
 const char *tuck_context_root(const TuckContext *c);
 const char *tuck_context_run_dir(const TuckContext *c);       /* <root>/run/tuck */

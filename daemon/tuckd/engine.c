@@ -373,6 +373,16 @@ int engine_forget(Engine *e, char * const *names, char **ret_message) {
         return tuck_forget(e->ctx, NULL, names, ret_message);
 }
 
+int engine_reload(Engine *e) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = tuck_context_reload_policy(e->ctx, &error);
+        if (r < 0)
+                log_warning("Keeping the previous policy: %s", error ?: strerror(-r));
+        return r;
+}
+
 int engine_recover(Engine *e) {
         return tuck_recover(e->ctx);
 }

@@ -109,5 +109,8 @@ int engine_versions_json(Engine *e, char **ret, char **ret_error);
 /* tuckctl forget NAME...: *ret_message says what was forgotten, or why not. */
 int engine_forget(Engine *e, char * const *names, char **ret_message);
 
+/* SIGHUP: re-read tuck.conf's policy (AllowDowngrade=, ...); 1 if a restart is needed for the rest. */
+int engine_reload(Engine *e);
+
 /* On start: adopt what is mounted, clean staging a killed refresh left. */
 int engine_recover(Engine *e);

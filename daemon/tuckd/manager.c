@@ -440,6 +440,10 @@ int manager_reload(Manager *m) {
                 log_warning("Keeping the previous configuration: '%s' is invalid.", m->config_path);
         else
                 m->config = c;
+        /* libtuck's part of the file too: AllowDowngrade= decides what the next refresh holds back. */
+        if (engine_reload(m->engine) > 0)
+                log_warning("'%s' changes search directories or hierarchies: they take effect when tuckd "
+                            "restarts.", m->config_path);
 
         manager_unwatch_images(m);
         if (m->config.watch)

@@ -147,6 +147,38 @@ check "a Merge when merged (refused: use Refresh) does not make the host degrade
 check "Versions is for everyone (read-only)" bash -c 'bctl_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups -- busctl --address="$1" "${@:2}"; }
         bctl_nobody "$1" call org.tuck1 /org/tuck1 org.tuck1.Manager Versions >/dev/null' _ "$BUS"
 
+# ---- SIGHUP re-reads libtuck's policy too: AllowDowngrade= decides what is held back
+printf '[Daemon]\nWatch=no\n[Policy]\nAllowDowngrade=yes\n' >"$CONF"
+before=$(prop RefreshCount | awk '{print $2}')
+kill -HUP "$TUCKD_PID"
+for ((i = 0; i < 100; i++)); do
+        (($(prop RefreshCount | awk '{print $2}') > before)) && break
+        sleep 0.05
+done
+ext "$W/foo-0.5.raw" foo 0.5
+drop foo 0.5
+check "after SIGHUP with AllowDowngrade=yes, a downgrade goes through" test "$(call Refresh t 0 2>&1)" = "b true"
+check "foo 0.5 active" test "$(seen foo)" = 0.5
+printf '[Daemon]\nWatch=no\n' >"$CONF"
+before=$(prop RefreshCount | awk '{print $2}')
+kill -HUP "$TUCKD_PID"
+for ((i = 0; i < 100; i++)); do
+        (($(prop RefreshCount | awk '{print $2}') > before)) && break
+        sleep 0.05
+done
+ext "$W/foo-0.4.raw" foo 0.4
+drop foo 0.4
+if out=$(call Refresh t 0 2>&1); then
+        not_ok "after SIGHUP without AllowDowngrade=, a downgrade went through: $out"
+else
+        check "after SIGHUP without AllowDowngrade=, a downgrade is held back again" grep -q "held back: foo: downgrade 0.5 → 0.4" <<<"$out"
+fi
+check "and the decision AllowDowngrade= let through names it" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["sysext"]["foo"]["decision"]
+assert d["kind"] == "downgrade-allowed" and d["version"] == "0.5" and "AllowDowngrade=yes in" in d["via"], d' \
+        "$ROOT/var/lib/tuck/versions.json"
+
 # ---- Forget over the bus: root only, retires the floor
 if out=$(bctl_nobody call org.tuck1 /org/tuck1 org.tuck1.Manager Forget as 1 bar 2>&1); then
         not_ok "Forget by nobody accepted: $out"
