@@ -16,6 +16,42 @@ char *context_path(const TuckContext *c, const char *path) {
         return path_join(c->root, path);
 }
 
+ScanBudget context_scan_budget(const TuckContext *c, const TuckHooks *hooks) {
+        return (ScanBudget) {
+                .namespace_usec = c->config.scan_namespace_usec,
+                .refresh_usec = c->config.scan_refresh_usec,
+                .max_mounts = c->config.scan_max_mounts,
+                .run_dir = c->run_dir,
+                .keepalive = hooks && hooks->keepalive ? hooks->keepalive : c->keepalive,
+                .userdata = hooks && hooks->keepalive ? hooks->userdata : c->keepalive_userdata,
+        };
+}
+
+void tuck_context_set_keepalive(TuckContext *c, void (*keepalive)(void *userdata), void *userdata) {
+        c->keepalive = keepalive;
+        c->keepalive_userdata = userdata;
+}
+
+int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
+        TuckConfig n;
+        int r;
+
+        r = config_load(&n, c->config_path, ret_error);
+        if (r < 0)
+                return r;
+        /* What a run reads from the config, not where things are: that needs a new context. */
+        c->config.allow_downgrade = n.allow_downgrade;
+        c->config.allow_window = n.allow_window;
+        c->config.stale_policy = n.stale_policy;
+        strv_free(c->config.restart_units);
+        c->config.restart_units = TAKE_PTR(n.restart_units);
+        c->config.scan_namespace_usec = n.scan_namespace_usec;
+        c->config.scan_refresh_usec = n.scan_refresh_usec;
+        c->config.scan_max_mounts = n.scan_max_mounts;
+        config_done(&n);
+        return 0;
+}
+
 static int add_hierarchy(TuckContext *c, const char *path, ImageClass k, char **ret_error) {
         TuckHierarchy *a;
 
@@ -110,35 +146,6 @@ TuckContext *tuck_context_free(TuckContext *c) {
         strv_free(c->image_dirs);
         free(c);
         return NULL;
-}
-
-static bool strv_same(char * const *a, char * const *b) {
-        size_t n = strv_length(a);
-
-        if (n != strv_length(b))
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!streq(a[i], b[i]))
-                        return false;
-        return true;
-}
-
-int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
-        TuckConfig n = {};
-        bool moved = false;
-        int r;
-
-        r = config_load(&n, c->config_path, ret_error);
-        if (r < 0)
-                return r;
-        c->config.allow_downgrade = n.allow_downgrade;
-        c->config.allow_window = n.allow_window;
-        c->config.stale_policy = n.stale_policy;
-        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
-                moved = moved || !strv_same(n.search_dirs[k], c->config.search_dirs[k]) ||
-                        !strv_same(n.hierarchies[k], c->config.hierarchies[k]);
-        config_done(&n);
-        return moved;
 }
 
 const char *tuck_context_root(const TuckContext *c) {

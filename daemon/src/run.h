@@ -49,6 +49,7 @@ typedef struct Run {
         Plan plan;
         bool listing;                /* tuck_list(): look, never change the staging namespace */
         int beneath;                 /* -1: not probed yet */
+        ScanBudget budget;           /* every scan and heal of the run (nsscan.h) */
 } Run;
 
 Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *report);

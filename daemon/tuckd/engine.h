@@ -86,6 +86,8 @@ typedef struct EngineHooks {
         void (*namespace)(size_t hierarchy, uint64_t generation, const HealReport *r, void *userdata);
         /* Once the verb is done: each extension it held back. */
         void (*held_back)(size_t hierarchy, const EngineHold *h, void *userdata);
+        /* Often, while a scan or heal waits on other namespaces (TuckHooks.keepalive). */
+        void (*keepalive)(void *userdata);
         void *userdata;
 } EngineHooks;
 
@@ -109,8 +111,14 @@ int engine_versions_json(Engine *e, char **ret, char **ret_error);
 /* tuckctl forget NAME...: *ret_message says what was forgotten, or why not. */
 int engine_forget(Engine *e, char * const *names, char **ret_message);
 
-/* SIGHUP: re-read tuck.conf's policy (AllowDowngrade=, ...); 1 if a restart is needed for the rest. */
+/* SIGHUP: tuck.conf's policy again (AllowDowngrade=, StalePolicy=, RestartUnits=, [Scan]); not the directories. */
 int engine_reload(Engine *e);
+
+/* Called while any scan waits (Status too), whatever the verb's hooks say. */
+void engine_set_keepalive(Engine *e, void (*keepalive)(void *userdata), void *userdata);
+
+/* Does the kernel have MOVE_MOUNT_BENEATH? Probed once (a scratch namespace), then remembered. */
+int engine_probe(Engine *e);
 
 /* On start: adopt what is mounted, clean staging a killed refresh left. */
 int engine_recover(Engine *e);
