@@ -212,7 +212,7 @@ int tuck_beneath_supported(TuckContext *c) {
 }
 
 int tuck_generation(TuckContext *c, const TuckHierarchy *h, Generation *ret) {
-        return generation_load(c->run_dir, h->path, ret);
+        return generation_load(c->run_dir, h->path, ret, NULL);
 }
 
 int tuck_staging_mounts(TuckContext *c) {

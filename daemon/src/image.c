@@ -54,6 +54,7 @@ Image *image_free(Image *i) {
         free(i->verity_note);
         free(i->reason);
         free(i->extension);
+        free(i->identity_note);
         free(i->version);
         strv_free(i->release);
         strv_free(i->hierarchies);
@@ -430,6 +431,34 @@ static int collect_hierarchies(Image *i, int tree_fd, const char *root, char * c
         return 0;
 }
 
+/*
+ * The name the image proves, which its version floor and removal protection
+ * belong to (versions.h): its own name (the file name without ".raw"), with
+ * a release file of that name. A relaxed release file
+ * (user.extension-release.strict=false) named for another extension X is X
+ * only if the file name carries X with a version, "X_VERSION" or
+ * "X-VERSION[-ARCH]" with VERSION starting with a digit, as systemd-sysupdate
+ * and sysext-bakery name versioned files. Anything else is the image's own
+ * name: an image "aaa" whose relaxed release file says "bar" neither raises
+ * nor lowers bar's floor, and bar's protection does not count it as bar.
+ */
+static int image_identity(Image *i, const char *release_name) {
+        _cleanup_free_ char *version = NULL;
+
+        if (streq(release_name, i->name))
+                return free_and_strdup(&i->extension, i->name);
+        version = version_from_file_name(release_name, i->name);
+        if (version && version[0] >= '0' && version[0] <= '9')
+                return free_and_strdup(&i->extension, release_name);
+        free(i->identity_note);
+        i->identity_note = NULL;
+        if (asprintf_safe(&i->identity_note, "its relaxed release file names '%s', which its file name does not "
+                          "carry: it counts as '%s', never as '%s' (floors and removal protection)",
+                          release_name, i->name, release_name) < 0)
+                return -ENOMEM;
+        return free_and_strdup(&i->extension, i->name);
+}
+
 static int validate_version(Image *i) {
         const char *v = extension_release_version(i->class, i->release);
 
@@ -512,9 +541,9 @@ int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *r
                 return r;
         if (r < 0)
                 return image_set_reason(i, "%s", strna(reason));
-        i->extension = strdup(startswith(filename, "extension-release.") ?: i->name);
-        if (!i->extension)
-                return -ENOMEM;
+        r = image_identity(i, startswith(filename, "extension-release.") ?: i->name);
+        if (r < 0)
+                return r;
 
         r = extension_release_validate(i->name, i->class, host, i->release, &reason);
         if (r < 0)

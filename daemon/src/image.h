@@ -68,7 +68,8 @@ typedef struct Image {
         bool inspected;
         bool valid;
         char *reason;           /* why not valid */
-        char *extension;        /* identity for versions: the release file's suffix */
+        char *extension;        /* identity for versions: the name the image proves (image_validate()) */
+        char *identity_note;    /* why a relaxed release file's name was not taken as its identity */
         char *version;          /* NULL: unversioned */
         const char *version_source;   /* "release", "file name" */
         char **release;         /* release file pairs */

@@ -116,6 +116,16 @@ int free_and_vasprintf(char **p, const char *format, va_list ap) {
         return 0;
 }
 
+int free_and_strdup(char **p, const char *s) {
+        char *c = NULL;
+
+        if (s && !(c = strdup(s)))
+                return -ENOMEM;
+        free(*p);
+        *p = c;
+        return 0;
+}
+
 void strv_free(char **l) {
         STRV_FOREACH(s, l)
                 free(*s);
@@ -368,38 +378,63 @@ int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret)
         return read_full_fd(fd, max_size, ret);
 }
 
+/* fsync() of the directory @path is in, so a rename into it is durable. */
+static int fsync_parent(const char *path) {
+        _cleanup_free_ char *dir = strdup(path);
+        _cleanup_close_ int fd = -EBADF;
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash == dir)
+                slash[1] = 0;
+        else if (slash)
+                *slash = 0;
+        else
+                strcpy(dir, ".");
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return RET_NERRNO(fsync(fd));
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
 int write_file_atomic(const char *path, const char *contents, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
-        size_t n = strlen(contents);
-        const char *p = contents;
+        int r;
 
+        /* A temporary of our own: two writers of one file never write into each other's. */
         if (asprintf_safe(&tmp, "%s.tmp.%d", path, (int) getpid()) < 0)
                 return -ENOMEM;
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0)
                 return -errno;
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0) {
-                        int r = -errno;
-
-                        if (r == -EINTR)
-                                continue;
-                        (void) unlink(tmp);
-                        return r;
-                }
-                p += k;
-                n -= k;
-        }
-        if (fsync(fd) < 0 || rename(tmp, path) < 0) {
-                int r = -errno;
-
+        r = write_all(fd, contents, strlen(contents));
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
                 (void) unlink(tmp);
                 return r;
         }
-        return 0;
+        return fsync_parent(path);
 }
 
 int mkdir_p(const char *path, mode_t mode) {

@@ -59,6 +59,8 @@ bool utf8_is_valid(const char *s);
 int asprintf_safe(char **ret, const char *format, ...) _printf_(2, 3);
 /* Replaces *p (freed) with a newly formatted string; -ENOMEM leaves *p NULL. */
 int free_and_vasprintf(char **p, const char *format, va_list ap) _printf_(2, 0);
+/* Replaces *p (freed) with a copy of s (NULL for NULL). */
+int free_and_strdup(char **p, const char *s);
 
 /* NULL-terminated string vectors. */
 void strv_free(char **l);
@@ -86,6 +88,12 @@ struct dirent *readdir_no_dot(DIR *d);
 /* The whole file (NUL-terminated, no NUL inside: -EBADMSG), at most max_size bytes (-EFBIG). */
 int read_full_fd(int fd, size_t max_size, char **ret);
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret);
+/*
+ * Replaces path with contents so that a crash or a power loss at any point
+ * leaves the old file or the new one, never a mix or none: written to
+ * "path.tmp" (writers are serialised by tuck's lock), fsync(), rename(),
+ * fsync() of the directory so the rename itself is on disk.
+ */
 int write_file_atomic(const char *path, const char *contents, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
 /*

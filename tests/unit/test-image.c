@@ -2,14 +2,15 @@
 
 /*
  * Image discovery with systemd-sysext's directory rules, validation of
- * directory images (no privileges needed), versions from file names,
- * tuck.conf.
+ * directory images (no privileges needed), the name an image proves,
+ * versions from file names, tuck.conf.
  */
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <sys/xattr.h>
@@ -266,6 +267,56 @@ static void test_trust_rules(void) {
         }
 }
 
+/* Which name a relaxed release file makes an image (issue 9): only one its file name carries. */
+static void test_identity(void) {
+        static const struct {
+                const char *name, *release, *identity;
+                bool note;
+        } cases[] = {
+                { "foo", "foo", "foo", false },               /* strict: its own name */
+                { "aaa", "bar", "aaa", true },                /* relaxed, another name: never bar */
+                { "foo_1.2", "foo", "foo", false },           /* NAME_VERSION: foo */
+                { "docker-24.0.5-x86-64", "docker", "docker", false },   /* NAME-VERSION-ARCH */
+                { "bar-evil", "bar", "bar-evil", true },      /* no version after the name: its own */
+                { "barn_2", "bar", "barn_2", true },          /* "bar" is not "barn" */
+        };
+        HostRelease host = { .id = (char *) "debian", .version_id = (char *) "12", .architecture = "x86-64", .scope = "system" };
+        char *hier[] = { (char *) "/usr", NULL };
+
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                _cleanup_free_ char *base = NULL, *rel = NULL, *full = NULL, *file = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                Image i = { .class = IMAGE_SYSEXT, .name = (char *) cases[k].name, .type = IMAGE_TYPE_DIRECTORY };
+                int r;
+
+                base = strjoin("identity/", cases[k].name);
+                rel = strjoin(base, "/usr/lib/extension-release.d/extension-release.", cases[k].release);
+                put(rel, "ID=_any\nSYSEXT_VERSION_ID=999\n");
+                file = path_join(root, rel);
+                if (!streq(cases[k].name, cases[k].release) &&
+                    setxattr(file, "user.extension-release.strict", "false", 5, 0) < 0) {
+                        tap_ok(false, "identity %s: user xattrs unsupported on /tmp (errno %d)", cases[k].name, errno);
+                        continue;
+                }
+                full = path_join(root, base);
+                i.path = i.resolved = full;
+                fd = open(full, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                r = image_validate(&i, fd, &host, "/nonexistent-root", hier);
+                if (!tap_ok(r == 0 && i.valid && streq_ptr(i.extension, cases[k].identity) &&
+                            (i.identity_note != NULL) == cases[k].note,
+                            "identity: image '%s' with release file '%s' counts as '%s'", cases[k].name,
+                            cases[k].release, cases[k].identity))
+                        tap_diag("valid=%d extension=%s note=%s reason=%s", i.valid, tap_str(i.extension),
+                                 tap_str(i.identity_note), tap_str(i.reason));
+                free(i.reason);
+                free(i.extension);
+                free(i.identity_note);
+                free(i.version);
+                strv_free(i.release);
+                strv_free(i.hierarchies);
+        }
+}
+
 static void test_version_from_file_name(void) {
         static const struct { const char *ext, *file, *want; } t[] = {
                 { "foo", "/x/foo_1.2.raw", "1.2" },
@@ -360,6 +411,7 @@ int main(void) {
                 return tap_done();
         test_discover();
         test_validate();
+        test_identity();
         test_version_from_file_name();
         test_config();
         test_layers();
