@@ -12,11 +12,13 @@
  *   SearchPaths=/etc/extensions /run/extensions /var/lib/extensions
  *               (default also /usr/local/lib/extensions /usr/lib/extensions)
  *   Hierarchies=/usr /opt
+ *   ImagePolicy=signed+verity+unprotected+absent   (image-policy.h; a fleet: signed)
  *
  *   [Confext]
  *   SearchPaths=/etc/confexts /run/confexts /var/lib/confexts
  *               (default also /usr/local/lib/confexts /usr/lib/confexts)
  *   Hierarchies=/etc
+ *   ImagePolicy=signed+verity+unprotected+absent
  *
  *   # Policy defaults; the command-line options override them per call.
  *   [Policy]
@@ -31,6 +33,13 @@
  *   # working without tuckd applies it too; the section name is historical.
  *   [Daemon]
  *   StalePolicy=heal
+ *   RestartUnits=       # under restart, the only units restarted (none by default)
+ *
+ *   # What one run may spend on other namespaces (nsscan.h).
+ *   [Scan]
+ *   NamespaceBudgetSec=500ms
+ *   RefreshBudgetSec=10s
+ *   MaxMounts=10000
  *
  * Sections and keys libtuck does not know (the rest of [Daemon], read by
  * tuckd) are left to their readers: ini_parse() hands every assignment to a
@@ -41,6 +50,7 @@
 #include <stdbool.h>
 
 #include "image-class.h"
+#include "image-policy.h"
 
 /* What a refresh does with a namespace that did not follow (StalePolicy=). */
 typedef enum StalePolicy {
@@ -57,11 +67,22 @@ StalePolicy stale_policy_from_string(const char *s);
 typedef struct TuckConfig {
         char **search_dirs[_IMAGE_CLASS_MAX];
         char **hierarchies[_IMAGE_CLASS_MAX];
+        ImagePolicy image_policy[_IMAGE_CLASS_MAX];
         bool allow_downgrade;
         bool allow_window;
         int reload_manager;          /* ReloadManager=: 1 yes, 0 no, -1 (unset) on "/" only (reload.h) */
         StalePolicy stale_policy;
+        char **restart_units;           /* [Daemon] RestartUnits=: what restart may restart */
+        uint64_t scan_namespace_usec;   /* [Scan] NamespaceBudgetSec= */
+        uint64_t scan_refresh_usec;     /* [Scan] RefreshBudgetSec= */
+        unsigned scan_max_mounts;       /* [Scan] MaxMounts= */
 } TuckConfig;
+
+#define USEC_PER_SEC UINT64_C(1000000)
+#define USEC_PER_MSEC UINT64_C(1000)
+
+/* "1.5", "2s", "500ms", "1min" → microseconds. */
+int parse_timespan(const char *s, uint64_t *ret);
 
 /* Called for each assignment; return <0 to abort parsing. */
 typedef int (*IniCallback)(const char *section, const char *key, const char *value,

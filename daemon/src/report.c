@@ -43,6 +43,7 @@ Report *report_free(Report *r) {
                 for (size_t k = 0; k < h->n_layers; k++)
                         layer_done(&h->layers[k]);
                 free(h->layers);
+                holds_free(h->held, h->n_held);
                 heal_reports_free(h->namespaces, h->n_namespaces);
         }
         free(r->hierarchies);
@@ -172,13 +173,13 @@ int report_error(const Report *r) {
 
 /* "/usr: container web (pid 42, systemd) did not follow (swap, wants ro,nodev): healed" */
 static void print_namespace(const HierarchyReport *h, const HealReport *n, FILE *f) {
-        const char *who = n->view.machine ? "container" : n->view.unit ? "unit" : "process";
+        /* Names are someone else's: escaped, so each namespace stays one line. */
+        _cleanup_free_ char *who = namespace_view_who(&n->view), *comm = name_escape(n->view.comm);
         char want[32];
 
-        fprintf(f, "%s: %s %s (pid %d, %s) did not follow (%s, wants %s): %s\n", h->hierarchy, who,
-                n->view.machine ?: n->view.unit ?: n->view.comm, (int) n->view.pid, n->view.comm,
-                heal_action_to_string(n->action), mount_attr_to_string(n->want_attr, want, sizeof(want)),
-                strna(n->outcome));
+        fprintf(f, "%s: %s (pid %d, %s) did not follow (%s, wants %s): %s\n", h->hierarchy, strna(who),
+                (int) n->view.pid, strna(comm), heal_action_to_string(n->action),
+                mount_attr_to_string(n->want_attr, want, sizeof(want)), strna(n->outcome));
 }
 
 static json_object *namespace_to_json(const HealReport *n) {
@@ -189,6 +190,7 @@ static json_object *namespace_to_json(const HealReport *n) {
         json_object_object_add(o, "pid", json_object_new_int(n->view.pid));
         json_object_object_add(o, "comm", json_object_new_string(n->view.comm));
         json_object_object_add(o, "unit", n->view.unit ? json_object_new_string(n->view.unit) : NULL);
+        json_object_object_add(o, "user_unit", n->view.user_unit ? json_object_new_string(n->view.user_unit) : NULL);
         json_object_object_add(o, "machine", n->view.machine ? json_object_new_string(n->view.machine) : NULL);
         json_object_object_add(o, "action", json_object_new_string(heal_action_to_string(n->action)));
         json_object_object_add(o, "flags", json_object_new_string(mount_attr_to_string(n->view.attr, buf, sizeof(buf))));
@@ -249,6 +251,14 @@ static json_object *manager_to_json(const ManagerReport *m) {
         return o;
 }
 
+/* Is @l a layer kept because its extension is held back? */
+static bool layer_is_held(const HierarchyReport *h, const Layer *l) {
+        for (size_t k = 0; k < h->n_held; k++)
+                if (h->held[k].kept && streq(h->held[k].extension, l->extension))
+                        return true;
+        return false;
+}
+
 void report_print(const Report *r, FILE *f) {
         STRV_FOREACH(w, r->warnings)
                 fprintf(f, "warning: %s\n", *w);
@@ -269,7 +279,13 @@ void report_print(const Report *r, FILE *f) {
                         fprintf(f, "%s: WARNING: this swap opened a window: every namespace saw the bare base "
                                 "between unmount and mount (--allow-window)\n", h->hierarchy);
                 for (size_t k = h->n_layers; k > 0; k--)
-                        fprintf(f, "  %s %s\n", h->layers[k - 1].name, h->layers[k - 1].version ?: "(unversioned)");
+                        fprintf(f, "  %s %s%s\n", h->layers[k - 1].name, h->layers[k - 1].version ?: "(unversioned)",
+                                layer_is_held(h, &h->layers[k - 1]) ? " (held back)" : "");
+                for (size_t k = 0; k < h->n_held; k++) {
+                        _cleanup_free_ char *d = hold_describe(&h->held[k], h->hierarchy);
+
+                        fprintf(f, "%s: held back: %s\n", h->hierarchy, strna(d));
+                }
                 for (size_t k = 0; k < h->n_namespaces; k++)
                         print_namespace(h, &h->namespaces[k], f);
         }
@@ -308,6 +324,16 @@ json_object *report_to_json(const Report *r) {
                         json_object_array_add(layers, l);
                 }
                 json_object_object_add(x, "layers", layers);
+                json_object *held = json_object_new_array();
+
+                for (size_t k = 0; k < h->n_held; k++) {
+                        json_object *y = hold_to_json(&h->held[k]);
+                        _cleanup_free_ char *d = hold_describe(&h->held[k], h->hierarchy);
+
+                        json_object_object_add(y, "message", d ? json_object_new_string(d) : NULL);
+                        json_object_array_add(held, y);
+                }
+                json_object_object_add(x, "held_back", held);
                 json_object *ns = json_object_new_array();
 
                 for (size_t k = 0; k < h->n_namespaces; k++)

@@ -15,6 +15,8 @@
 #include "swap.h"
 #include "util.h"
 
+#define STATUS_SCAN_USEC_MAX (2 * USEC_PER_SEC)
+
 /* ---------------------------------------------------------------- systemd's tables */
 
 /*
@@ -193,6 +195,19 @@ static Image **images_listed(const ImageList *l, size_t *ret_n) {
         return a;
 }
 
+/* How a valid image is protected: "dm-verity, root hash signed by ...; the kernel checked it too". */
+static void image_protection_print(const Image *img, FILE *f) {
+        fprintf(f, "         dm-verity%s%s%s, root hash from %s", img->partition ? " on its " : "",
+                strempty(img->partition), img->signer ? ", signed" : "", strna(img->verity.root_hash_from));
+        if (img->signer)
+                fprintf(f, "; signed by %s", img->signer);
+        if (img->kernel_sig > 0)
+                fprintf(f, "; the kernel checked the signature too");
+        else if (img->kernel_sig < 0)
+                fprintf(f, "; the kernel could not check the signature (%s)", strerror(-img->kernel_sig));
+        fputc('\n', f);
+}
+
 void image_list_print(const ImageList *l, bool legend, FILE *f) {
         if (l->n_images == 0) {
                 fprintf(f, "No extension images found.\n");
@@ -217,6 +232,8 @@ void image_list_print(const ImageList *l, bool legend, FILE *f) {
                         fprintf(f, "         not usable: %s\n", img->reason);
                 else if (!isempty(joined))
                         fprintf(f, "         active in %s\n", joined);
+                if (img->state == IMAGE_CANDIDATE && img->valid && img->protection != IMAGE_PROTECTION_UNPROTECTED)
+                        image_protection_print(img, f);
         }
         if (!l->inspected)
                 fprintf(f, "(not root: images are not inspected; what is active is read from %s records)\n",
@@ -271,7 +288,14 @@ static json_object *image_to_json(const ImageList *l, const Image *img) {
         ADD_STR("masked_by", img->state == IMAGE_MASKED ? img->shadowed_by : NULL);
         ADD_STR("version", img->version ?: layer ? layer->version : NULL);
         ADD_STR("version_source", img->version_source ?: layer && layer->version ? "generation record" : NULL);
+        ADD_STR("partition", img->partition);
+        ADD_STR("protection", img->state == IMAGE_CANDIDATE && img->inspected ?
+                image_protection_to_string(img->protection) : NULL);
+        ADD_STR("root_hash_from", img->verity.root_hash_from);
+        ADD_STR("signer", img->signer);
 #undef ADD_STR
+        if (img->kernel_sig != 0)
+                json_object_object_add(o, "kernel_checked_signature", json_object_new_boolean(img->kernel_sig > 0));
         json_object_object_add(o, "inspected", json_object_new_boolean(l->inspected));
         json_object_object_add(o, "valid", l->inspected ?
                                json_object_new_boolean(img->state == IMAGE_CANDIDATE && img->valid) : NULL);
@@ -312,11 +336,43 @@ Status *status_free(Status *s) {
         for (size_t i = 0; i < s->n_hierarchies; i++) {
                 generation_done(&s->hierarchies[i].generation);
                 strv_free(s->hierarchies[i].foreign);
+                free(s->hierarchies[i].record_error);
                 namespace_views_free(s->hierarchies[i].views, s->hierarchies[i].n_views);
         }
         free(s->hierarchies);
         free(s);
         return NULL;
+}
+
+bool status_degraded(const Status *s) {
+        for (size_t i = 0; i < s->n_hierarchies; i++)
+                if (s->hierarchies[i].generation.n_held > 0 || s->hierarchies[i].record_error)
+                        return true;
+        return false;
+}
+
+/* "degraded: foo held back (downgrade 2.0 → 1.0 not allowed), /usr: record unusable" */
+static void print_state(const Status *s, FILE *f) {
+        const char *sep = "";
+
+        if (!status_degraded(s))
+                return;
+        fprintf(f, "State: degraded: ");
+        for (size_t i = 0; i < s->n_hierarchies; i++) {
+                const HierarchyStatus *h = &s->hierarchies[i];
+
+                for (size_t k = 0; k < h->generation.n_held; k++) {
+                        _cleanup_free_ char *line = hold_headline(&h->generation.held[k], h->hierarchy->path);
+
+                        fprintf(f, "%s%s", sep, strna(line));
+                        sep = ", ";
+                }
+                if (h->record_error) {
+                        fprintf(f, "%s%s: record unusable", sep, h->hierarchy->path);
+                        sep = ", ";
+                }
+        }
+        fputc('\n', f);
 }
 
 /*
@@ -336,15 +392,23 @@ static int read_foreign(HierarchyStatus *h) {
         return 0;
 }
 
-static int hierarchy_status(TuckContext *c, bool privileged, HierarchyStatus *h) {
+static int hierarchy_status(TuckContext *c, bool privileged, ScanBudget *budget, HierarchyStatus *h) {
+        _cleanup_free_ char *error = NULL;
         LiveState live = {};
         uint64_t id;
         struct stat st;
         int r;
 
-        r = generation_load(c->run_dir, h->hierarchy->path, &h->generation);
-        if (r < 0 && r != -ENOENT)
+        r = generation_load(c->run_dir, h->hierarchy->path, &h->generation, &error);
+        if (r == -ENOMEM)
                 return r;
+        if (r < 0 && r != -ENOENT) {
+                /* Said, not fatal: status is how one finds out what is wrong. */
+                _cleanup_free_ char *path = generation_path(c->run_dir, h->hierarchy->path);
+
+                (void) asprintf_safe(&h->record_error, "%s: %s", strna(path), error ?: strerror(-r));
+                h->generation = (Generation) {};
+        }
         if (stat(h->hierarchy->full, &st) == 0 && path_get_mnt_id(AT_FDCWD, h->hierarchy->full, &id) == 0)
                 h->on_top = h->generation.merged && st.st_dev == h->generation.overlay_dev &&
                             id == h->generation.overlay_mnt_id;
@@ -357,7 +421,7 @@ static int hierarchy_status(TuckContext *c, bool privileged, HierarchyStatus *h)
         h->scanned = privileged;
         if (!privileged || (!h->generation.merged && h->generation.n_history == 0))
                 return 0;
-        return nsscan_hierarchy(c->root, h->hierarchy->full, &h->generation, &h->views, &h->n_views);
+        return nsscan_hierarchy(c->root, h->hierarchy->full, &h->generation, budget, &h->views, &h->n_views);
 }
 
 static int compare_hierarchies(const void *a, const void *b) {
@@ -368,8 +432,12 @@ static int compare_hierarchies(const void *a, const void *b) {
 
 int tuck_status(TuckContext *c, const TuckOptions *o, Status **ret) {
         Status *s = calloc(1, sizeof(Status));
+        /* A look, not a refresh: a smaller budget for all the namespaces. */
+        ScanBudget budget = context_scan_budget(c, NULL);
         int r;
 
+        if (budget.refresh_usec > STATUS_SCAN_USEC_MAX)
+                budget.refresh_usec = STATUS_SCAN_USEC_MAX;
         if (!s)
                 return -ENOMEM;
         s->hierarchies = calloc(c->n_hierarchies ?: 1, sizeof(HierarchyStatus));
@@ -390,7 +458,7 @@ int tuck_status(TuckContext *c, const TuckOptions *o, Status **ret) {
                         continue;
                 h = &s->hierarchies[s->n_hierarchies++];
                 h->hierarchy = th;
-                r = hierarchy_status(c, s->privileged, h);
+                r = hierarchy_status(c, s->privileged, &budget, h);
                 if (r < 0) {
                         status_free(s);
                         return r;
@@ -423,23 +491,33 @@ static char **merged_extensions(const HierarchyStatus *h, uint64_t *ret_since) {
         return l;
 }
 
+/* A layer kept in place because its extension is held back? */
+static bool layer_held(const Generation *g, const Layer *l) {
+        for (size_t k = 0; k < g->n_held; k++)
+                if (g->held[k].kept && streq(g->held[k].extension, l->extension))
+                        return true;
+        return false;
+}
+
 static void print_view(const NamespaceView *v, FILE *f) {
+        _cleanup_free_ char *comm = name_escape(v->comm), *who = NULL;
         char flags[48];
 
-        fprintf(f, "    mnt:[%" PRIu64 "] pid %d (%s)", v->ns_ino, (int) v->pid, v->comm);
-        if (v->unit)
-                fprintf(f, " unit %s", v->unit);
-        if (v->machine)
-                fprintf(f, " container %s", v->machine);
+        fprintf(f, "    mnt:[%" PRIu64 "] pid %d (%s)", v->ns_ino, (int) v->pid, strna(comm));
+        if (v->unit || v->machine) {
+                who = namespace_view_who(v);
+                fprintf(f, " %s", strna(who));
+        }
         fprintf(f, ": %s", ns_view_state_to_string(v->state));
         if (v->state == NS_VIEW_UNREADABLE) {
-                fprintf(f, " (%s), %u process%s\n", strerror(-v->error), v->n_processes, v->n_processes == 1 ? "" : "es");
+                fprintf(f, " (%s), %u process%s\n", namespace_view_error(v), v->n_processes,
+                        v->n_processes == 1 ? "" : "es");
                 return;
         }
         if (v->state == NS_VIEW_STALE)
                 fprintf(f, " (generation %" PRIu64 ")", v->generation);
-        fprintf(f, ", %s, %u process%s\n", mount_attr_to_string(v->attr, flags, sizeof(flags)), v->n_processes,
-                v->n_processes == 1 ? "" : "es");
+        fprintf(f, ", %s, %u process%s\n", v->attr_known ? mount_attr_to_string(v->attr, flags, sizeof(flags)) :
+                "flags unknown", v->n_processes, v->n_processes == 1 ? "" : "es");
 }
 
 static void print_namespaces(const HierarchyStatus *h, FILE *f) {
@@ -485,6 +563,7 @@ void status_print(const Status *s, FILE *f) {
                         "NOT supported (refresh refused unless --allow-window)" : "unknown (probe failed)");
         if (s->staging_mounts >= 0)
                 fprintf(f, "Staging namespace: %d mounts\n", s->staging_mounts);
+        print_state(s, f);
         for (size_t i = 0; i < s->n_hierarchies; i++) {
                 const HierarchyStatus *h = &s->hierarchies[i];
                 const Generation *g = &h->generation;
@@ -496,7 +575,9 @@ void status_print(const Status *s, FILE *f) {
                         _cleanup_free_ char *list = strv_join(h->foreign, " ");
 
                         fprintf(f, "merged by systemd-sysext: %s (tuck's next refresh takes it over)\n", strna(list));
-                } else if (!g->merged) {
+                } else if (h->record_error)
+                        fprintf(f, "record unusable: %s (tuckctl unmerge writes a fresh one)\n", h->record_error);
+                else if (!g->merged) {
                         fprintf(f, "not merged%s\n", g->number > 0 ? " (unmerged)" : "");
                 } else {
                         fprintf(f, "generation %" PRIu64 " since %s, overlay %s, %s%s%s\n", g->number, since,
@@ -504,11 +585,17 @@ void status_print(const Status *s, FILE *f) {
                                 g->window ? ", installed with a window" : "",
                                 h->on_top ? "" : " — WARNING: not on top here");
                         for (size_t k = g->n_layers; k > 0; k--)
-                                fprintf(f, "  %s %s\n", g->layers[k - 1].name, g->layers[k - 1].version ?: "(unversioned)");
+                                fprintf(f, "  %s %s%s\n", g->layers[k - 1].name, g->layers[k - 1].version ?: "(unversioned)",
+                                        layer_held(g, &g->layers[k - 1]) ? " (held back)" : "");
                 }
                 if (!s->privileged && g->merged)
                         fprintf(f, "  namespaces: not scanned (not root)\n");
                 print_namespaces(h, f);
+                for (size_t k = 0; k < g->n_held; k++) {
+                        _cleanup_free_ char *d = hold_describe(&g->held[k], h->hierarchy->path);
+
+                        fprintf(f, "  held back: %s\n", strna(d));
+                }
         }
 }
 
@@ -540,21 +627,23 @@ static json_object *view_to_json(const NamespaceView *v) {
         json_object_object_add(y, "comm", json_object_new_string(v->comm));
         json_object_object_add(y, "processes", json_object_new_int((int) v->n_processes));
         json_object_object_add(y, "unit", v->unit ? json_object_new_string(v->unit) : NULL);
+        json_object_object_add(y, "user_unit", v->user_unit ? json_object_new_string(v->user_unit) : NULL);
         json_object_object_add(y, "machine", v->machine ? json_object_new_string(v->machine) : NULL);
         json_object_object_add(y, "own_root", json_object_new_boolean(v->own_root));
         json_object_object_add(y, "state", json_object_new_string(ns_view_state_to_string(v->state)));
         if (v->error < 0)
-                json_object_object_add(y, "error", json_object_new_string(strerror(-v->error)));
+                json_object_object_add(y, "error", json_object_new_string(namespace_view_error(v)));
         json_object_object_add(y, "generation", json_object_new_uint64(v->generation));
         json_object_object_add(y, "dev", dev ? json_object_new_string(dev) : NULL);
         json_object_object_add(y, "mount_id", json_object_new_uint64(v->mnt_id));
-        json_object_object_add(y, "flags", json_object_new_string(mount_attr_to_string(v->attr, flags, sizeof(flags))));
+        json_object_object_add(y, "flags", v->attr_known ?
+                               json_object_new_string(mount_attr_to_string(v->attr, flags, sizeof(flags))) : NULL);
         return y;
 }
 
 /* One hierarchy: systemd-sysext's three keys first, then tuck's (the generation record and more). */
 static json_object *hierarchy_status_to_json(const Status *s, const HierarchyStatus *h) {
-        json_object *g = generation_to_json(&h->generation), *x = json_object_new_object(), *ext, *views;
+        json_object *g = generation_to_json(&h->generation), *x = json_object_new_object(), *ext, *views, *held;
         uint64_t since;
         _cleanup_strv_free_ char **l = merged_extensions(h, &since);
 
@@ -583,6 +672,21 @@ static json_object *hierarchy_status_to_json(const Status *s, const HierarchySta
         json_object_object_add(x, "merged_by", json_object_new_string(h->foreign ? "systemd-sysext" :
                                                                       l ? "tuck" : "none"));
         json_object_object_add(x, "on_top", json_object_new_boolean(h->on_top));
+        json_object_object_add(x, "record_error", h->record_error ? json_object_new_string(h->record_error) : NULL);
+        held = json_object_new_array();
+        for (size_t k = 0; held && k < h->generation.n_held; k++) {
+                json_object *y = hold_to_json(&h->generation.held[k]);
+                _cleanup_free_ char *d = hold_describe(&h->generation.held[k], h->hierarchy->path),
+                                    *line = hold_headline(&h->generation.held[k], h->hierarchy->path);
+
+                json_object_object_add(y, "summary", line ? json_object_new_string(line) : NULL);
+                json_object_object_add(y, "message", d ? json_object_new_string(d) : NULL);
+                json_object_array_add(held, y);
+        }
+        json_object_object_add(x, "held_back", held);
+        /* versions' "state" (status exits 3 when degraded), per hierarchy: the top level is systemd-sysext's array. */
+        json_object_object_add(x, "state", json_object_new_string(
+                                       h->generation.n_held > 0 || h->record_error ? "degraded" : "running"));
         json_object_object_add(x, "move_mount_beneath", s->beneath >= 0 ? json_object_new_boolean(s->beneath) : NULL);
         json_object_object_add(x, "staging_mounts", s->staging_mounts >= 0 ? json_object_new_int(s->staging_mounts) : NULL);
         if (!h->scanned) {

@@ -42,6 +42,7 @@ json_object *image_list_to_json(const ImageList *l);
 typedef struct HierarchyStatus {
         const TuckHierarchy *hierarchy;
         Generation generation;       /* number 0: never merged since boot */
+        char *record_error;          /* its record cannot be used: why (then generation is empty) */
         bool on_top;                 /* our overlay is the top mount here */
         uint64_t attr;               /* flags of the top mount here now */
         char **foreign;              /* systemd-sysext's overlay on top: the extensions its metadata lists */
@@ -61,6 +62,8 @@ typedef struct Status {
 
 /* Never takes the lock; as non-root never mounts, probes or scans namespaces either. */
 int tuck_status(TuckContext *c, const TuckOptions *o, Status **ret);
+/* Is an extension held back somewhere (or a record unusable)? Then `tuckctl status` exits 3. */
+bool status_degraded(const Status *s);
 Status *status_free(Status *s);
 /* tuck's text. */
 void status_print(const Status *s, FILE *f);

@@ -55,6 +55,9 @@ typedef struct TuckHooks {
         int (*before_swap)(const TuckSwapEvent *e, void *userdata);
         /* After the swap and the generation record. */
         void (*after_swap)(const TuckSwapEvent *e, void *userdata);
+        /* Often (at least every 100 ms) while a scan or a heal waits on someone else's
+         * namespace, within the run's budget: tuckd feeds its watchdog here. */
+        void (*keepalive)(void *userdata);
         void *userdata;
 } TuckHooks;
 
@@ -64,17 +67,29 @@ typedef struct TuckOptions {
         bool ignore_release;     /* --force: merge extensions whose release file does not
                                   * match the host (ID, VERSION_ID, *_LEVEL, ARCHITECTURE, SCOPE) */
         bool no_reload;          /* --no-reload: no manager reload, no unit restarts */
-        bool allow_downgrade;    /* older versions and unrequested removals */
+        bool allow_downgrade;    /* older versions and unrequested removals, every extension */
+        char **allow_downgrade_names;   /* the same for these extensions only */
         bool allow_window;       /* without MOVE_MOUNT_BENEATH: unmount, then mount */
         bool no_block;           /* fail with -EBUSY instead of waiting for the lock */
         char **remove;           /* extensions whose removal is requested */
         const StalePolicy *stale_policy;   /* NULL: tuck.conf's StalePolicy= */
         const TuckHooks *hooks;
+        /* Who asks, recorded with each decision (versions.json): "tuckctl refresh --allow-downgrade=foo". */
+        const char *via;
 } TuckOptions;
 
 /* root: "/" on a real host or a prefix (tests); config: NULL for <root>/etc/tuck/tuck.conf. */
 int tuck_context_new(const char *root, const char *config, TuckContext **ret, char **ret_error);
 TuckContext *tuck_context_free(TuckContext *c);
+/*
+ * Re-read tuck.conf's policy (StalePolicy=, RestartUnits=, [Policy], [Scan],
+ * ImagePolicy=)
+ * into @c; search directories and hierarchies stay as they were. On failure
+ * @c is unchanged.
+ */
+int tuck_context_reload_policy(TuckContext *c, char **ret_error);
+/* What every wait on other namespaces calls when no TuckHooks.keepalive is given (status, list). */
+void tuck_context_set_keepalive(TuckContext *c, void (*keepalive)(void *userdata), void *userdata);
 
 const char *tuck_context_root(const TuckContext *c);
 const char *tuck_context_run_dir(const TuckContext *c);       /* <root>/run/tuck */

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -147,6 +148,16 @@ int free_and_vasprintf(char **p, const char *format, va_list ap) {
         return 0;
 }
 
+int free_and_strdup(char **p, const char *s) {
+        char *c = NULL;
+
+        if (s && !(c = strdup(s)))
+                return -ENOMEM;
+        free(*p);
+        *p = c;
+        return 0;
+}
+
 void strv_free(char **l) {
         STRV_FOREACH(s, l)
                 free(*s);
@@ -227,6 +238,93 @@ void strv_sort(char **l) {
         qsort(l, strv_length(l), sizeof(char *), compare_strings);
 }
 
+int refuse_with(char **ret_reason, const char *fmt, ...) {
+        va_list ap;
+
+        if (ret_reason) {
+                va_start(ap, fmt);
+                (void) free_and_vasprintf(ret_reason, fmt, ap);
+                va_end(ap);
+        }
+        return 0;
+}
+
+char *hexmem(const void *p, size_t n) {
+        static const char digits[] = "0123456789abcdef";
+        const uint8_t *b = p;
+        char *s = malloc(n * 2 + 1), *q = s;
+
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                *q++ = digits[b[i] >> 4];
+                *q++ = digits[b[i] & 15];
+        }
+        *q = 0;
+        return s;
+}
+
+static int unhex_char(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -EINVAL;
+}
+
+int unhexmem(const char *s, uint8_t **ret, size_t *ret_size) {
+        size_t l = strlen(s);
+        uint8_t *b;
+
+        if (l == 0 || l % 2 != 0)
+                return -EINVAL;
+        b = malloc(l / 2);
+        if (!b)
+                return -ENOMEM;
+        for (size_t i = 0; i < l / 2; i++) {
+                int hi = unhex_char(s[2 * i]), lo = unhex_char(s[2 * i + 1]);
+
+                if (hi < 0 || lo < 0) {
+                        free(b);
+                        return -EINVAL;
+                }
+                b[i] = (uint8_t) (hi << 4 | lo);
+        }
+        *ret = b;
+        *ret_size = l / 2;
+        return 0;
+}
+
+bool utf8_is_valid(const char *s) {
+        const unsigned char *p = (const unsigned char *) s;
+
+        while (*p) {
+                unsigned n, c;
+
+                if (*p < 0x80) {
+                        p++;
+                        continue;
+                }
+                n = *p >= 0xf0 && *p <= 0xf4 ? 3 : *p >= 0xe0 ? (*p < 0xf0 ? 2 : 0) : *p >= 0xc2 ? 1 : 0;
+                if (n == 0)
+                        return false;
+                c = *p & (0x3f >> n);
+                for (unsigned k = 1; k <= n; k++) {
+                        if ((p[k] & 0xc0) != 0x80)
+                                return false;
+                        c = (c << 6) | (p[k] & 0x3f);
+                }
+                /* Overlong forms, UTF-16 surrogates and anything past U+10FFFF. */
+                if ((n == 2 && c < 0x800) || (n == 3 && (c < 0x10000 || c > 0x10ffff)) ||
+                    (c >= 0xd800 && c <= 0xdfff))
+                        return false;
+                p += n + 1;
+        }
+        return true;
+}
+
 char *strv_join(char * const *l, const char *separator) {
         size_t n = 1, sl = strlen(separator);
         char *r, *p;
@@ -266,14 +364,9 @@ struct dirent *readdir_no_dot(DIR *d) {
         return NULL;
 }
 
-int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
+int read_full_fd(int fd, size_t max_size, char **ret) {
         _cleanup_free_ char *buf = NULL;
         size_t n = 0, allocated = 0;
-
-        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
 
         for (;;) {
                 ssize_t k;
@@ -308,38 +401,72 @@ int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret)
         return (int) n;
 }
 
+int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return read_full_fd(fd, max_size, ret);
+}
+
+/* fsync() of the directory @path is in, so a rename into it is durable. */
+static int fsync_parent(const char *path) {
+        _cleanup_free_ char *dir = strdup(path);
+        _cleanup_close_ int fd = -EBADF;
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash == dir)
+                slash[1] = 0;
+        else if (slash)
+                *slash = 0;
+        else
+                strcpy(dir, ".");
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return RET_NERRNO(fsync(fd));
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
 int write_file_atomic(const char *path, const char *contents, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
-        size_t n = strlen(contents);
-        const char *p = contents;
+        int r;
 
+        /* A temporary of our own: two writers of one file never write into each other's. */
         if (asprintf_safe(&tmp, "%s.tmp.%d", path, (int) getpid()) < 0)
                 return -ENOMEM;
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0)
                 return -errno;
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0) {
-                        int r = -errno;
-
-                        if (r == -EINTR)
-                                continue;
-                        (void) unlink(tmp);
-                        return r;
-                }
-                p += k;
-                n -= k;
-        }
-        if (fsync(fd) < 0 || rename(tmp, path) < 0) {
-                int r = -errno;
-
+        r = write_all(fd, contents, strlen(contents));
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
                 (void) unlink(tmp);
                 return r;
         }
-        return 0;
+        return fsync_parent(path);
 }
 
 int mkdir_p(const char *path, mode_t mode) {
@@ -400,6 +527,22 @@ static void dir_stack_pop(DirStack *s, bool to_root) {
 }
 
 /*
+ * The file type behind an O_PATH fd, from what the kernel has cached: a
+ * plain fstat() asks the file system, and FUSE or NFS may answer slowly, or
+ * never (a FUSE server that hung).
+ */
+static int fd_type(int fd, mode_t *ret) {
+        struct statx sx;
+
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) < 0)
+                return -errno;
+        if (!(sx.stx_mask & STATX_TYPE))
+                return -EOPNOTSUPP;
+        *ret = sx.stx_mode & S_IFMT;
+        return 0;
+}
+
+/*
  * openat_in_root() without openat2(): one component at a time, each opened
  * O_PATH|O_NOFOLLOW below the directory before it, so the kernel never
  * resolves anything outside root_fd. A symlink is read and its target walked
@@ -411,7 +554,7 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
         _cleanup_free_ char *todo = strdup(path);
         unsigned links = 0;
         const char *rest;
-        struct stat st;
+        mode_t mode;
         char proc[64];
         int fd, r;
 
@@ -444,15 +587,15 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
                 fd = RET_NERRNO(openat(s.fds[s.n - 1], c, O_PATH | O_NOFOLLOW | O_CLOEXEC));
                 if (fd < 0)
                         return fd;
-                if (fstat(fd, &st) < 0) {
-                        r = -errno;
+                r = fd_type(fd, &mode);
+                if (r < 0) {
                         safe_close(fd);
                         return r;
                 }
-                if (!S_ISLNK(st.st_mode)) {
+                if (!S_ISLNK(mode)) {
                         /* As the kernel: "file/", "file/." and "file/.." are ENOTDIR
                          * (our ".." would otherwise go back to the directory). */
-                        if (!S_ISDIR(st.st_mode) && *rest) {
+                        if (!S_ISDIR(mode) && *rest) {
                                 safe_close(fd);
                                 return -ENOTDIR;
                         }
@@ -483,9 +626,10 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
         }
 
         fd = s.fds[s.n - 1];
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if ((flags & O_DIRECTORY) && !S_ISDIR(st.st_mode))
+        r = fd_type(fd, &mode);
+        if (r < 0)
+                return r;
+        if ((flags & O_DIRECTORY) && !S_ISDIR(mode))
                 return -ENOTDIR;
         if (flags & O_PATH)
                 return RET_NERRNO(fcntl(fd, F_DUPFD_CLOEXEC, 3));
@@ -518,6 +662,26 @@ int openat_in_root(int root_fd, const char *path, int flags) {
                 openat2_refused = true;
         }
         return openat_in_root_by_hand(root_fd, path, flags);
+}
+
+int openat_in_root_cached(int root_fd, const char *path, int flags) {
+        /* The same rule as openat_in_root(): refused once, refused for good. */
+        static bool refused = false;
+        struct open_how how = {
+                .flags = flags | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_CACHED,
+        };
+        int fd;
+
+        if (refused)
+                return -EOPNOTSUPP;
+        fd = RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how)));
+        /* ENOSYS/EPERM: seccomp or Linux < 5.6; EINVAL: RESOLVE_CACHED unknown (< 5.12). */
+        if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL) {
+                refused = true;
+                return -EOPNOTSUPP;
+        }
+        return fd;
 }
 
 int proc_open(pid_t pid, const char *what, int flags) {
@@ -554,4 +718,49 @@ uint64_t fnv64(uint64_t h, const void *data, size_t n) {
                 h *= UINT64_C(0x100000001b3);
         }
         return h;
+}
+
+char *name_escape(const char *s) {
+        static const char hex[] = "0123456789abcdef";
+        char *r, *p;
+
+        if (!s)
+                return NULL;
+        r = p = malloc(strlen(s) * 4 + 1);
+        if (!r)
+                return NULL;
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+
+                if (c < 0x20 || c >= 0x7f || c == '\\') {
+                        *p++ = '\\';
+                        *p++ = 'x';
+                        *p++ = hex[c >> 4];
+                        *p++ = hex[c & 0xf];
+                } else
+                        *p++ = (char) c;
+        }
+        *p = 0;
+        return r;
+}
+
+int pidfd_open_above_stdio(pid_t pid) {
+        int fd, moved;
+
+        fd = RET_NERRNO((int) syscall(SYS_pidfd_open, pid, 0));
+        if (fd < 0 || fd > 2)
+                return fd;
+        /* Never hold a pidfd as 0, 1 or 2 (a daemon started with them closed). */
+        moved = RET_NERRNO(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        safe_close(fd);
+        return moved;
+}
+
+int pidfd_check_alive(int pidfd) {
+        if (pidfd < 0)
+                return -ESRCH;
+        /* Signal 0: no signal, only the check that the process is still there. */
+        if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+                return errno == EPERM ? 0 : -errno;
+        return 0;
 }

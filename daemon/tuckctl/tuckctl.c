@@ -15,12 +15,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-login.h>
 #include <unistd.h>
 
+#include "floors.h"
 #include "log.h"
 #include "mount-api.h"
 #include "pager.h"
@@ -35,7 +37,8 @@ enum {
         EXIT_OK = 0,
         EXIT_FAILED = 1,         /* an operation failed; the old generation is in place */
         EXIT_USAGE = 2,
-        EXIT_REFUSED = 3,        /* policy: downgrade or removal not allowed */
+        EXIT_REFUSED = 3,        /* policy: an extension held back (downgrade or removal not allowed);
+                                  * for status: one is held back now */
         EXIT_NO_FEATURE = 4,     /* the kernel lacks MOVE_MOUNT_BENEATH */
         EXIT_BUSY = 5,           /* --no-block and another operation holds the lock */
 };
@@ -55,6 +58,7 @@ static bool arg_pager = true;
 static bool arg_legend = true;
 static bool arg_quiet = false;
 static TuckOptions arg_options = {};
+static char *arg_via = NULL;
 /* Invoked as systemd-sysext (IMAGE_SYSEXT) or systemd-confext (IMAGE_CONFEXT). */
 static ImageClass arg_compat = _IMAGE_CLASS_INVALID;
 
@@ -104,6 +108,9 @@ static void help(void) {
                "  refresh                Replace the merged overlays with the current images,\n"
                "                         atomically (or merge, if nothing is merged)\n"
                "  unmerge                Unmount the overlays: the base is visible again\n"
+               "  versions               Each extension's version floor, the decision behind it,\n"
+               "                         and what is active and held back\n"
+               "  forget NAME...         Retire extensions: drop their floors and removal protection\n"
                "  beneath SOURCE TARGET  Clone SOURCE and move it beneath the top mount at TARGET\n"
                "  help                   Show this help\n\n"
                "Options (as systemd-sysext's):\n"
@@ -123,7 +130,10 @@ static void help(void) {
                "Options (tuck's own):\n"
                "     --config=PATH       Configuration file (default: ROOT/etc/tuck/tuck.conf)\n"
                "     --class=CLASS       Only sysext or confext\n"
-               "     --allow-downgrade   Allow older versions and unrequested removals\n"
+               "     --allow-downgrade[=NAME]\n"
+               "                         Allow older versions and unrequested removals: of every\n"
+               "                         extension, or of NAME (may repeat). Recorded: the floor\n"
+               "                         moves to the allowed version, later runs honour it\n"
                "     --remove=NAME       Allow extension NAME to leave the merged set\n"
                "     --allow-window      Without MOVE_MOUNT_BENEATH: unmount, then mount\n"
                "                         (opens a window in which everyone sees the base)\n"
@@ -131,7 +141,8 @@ static void help(void) {
                "  -q --quiet             Print only errors\n"
                "  -v --verbose           Print debug messages\n\n"
                "Exit status: 0 success, 1 failure (old generation kept), 2 usage error,\n"
-               "3 refused by policy (downgrade/removal), 4 kernel lacks MOVE_MOUNT_BENEATH,\n"
+               "3 refused by policy: an extension held back (downgrade/removal; the rest\n"
+               "went ahead; for status: one is held back now), 4 kernel lacks MOVE_MOUNT_BENEATH,\n"
                "5 lock held by another operation (--no-block).\n\n"
                "See tuckctl(8).\n");
 }
@@ -193,7 +204,7 @@ static int parse_argv(int argc, char *argv[]) {
                 /* tuck's own */
                 { "config",          required_argument, NULL, ARG_CONFIG          },
                 { "class",           required_argument, NULL, ARG_CLASS           },
-                { "allow-downgrade", no_argument,       NULL, ARG_ALLOW_DOWNGRADE },
+                { "allow-downgrade", optional_argument, NULL, ARG_ALLOW_DOWNGRADE },
                 { "remove",          required_argument, NULL, ARG_REMOVE          },
                 { "allow-window",    no_argument,       NULL, ARG_ALLOW_WINDOW    },
                 { "no-block",        no_argument,       NULL, ARG_NO_BLOCK        },
@@ -262,7 +273,17 @@ static int parse_argv(int argc, char *argv[]) {
                         break;
                 }
                 case ARG_ALLOW_DOWNGRADE:
-                        arg_options.allow_downgrade = true;
+                        if (!optarg) {
+                                arg_options.allow_downgrade = true;
+                                break;
+                        }
+                        if (!image_name_is_valid(optarg)) {
+                                log_error("--allow-downgrade= takes an extension name, not '%s'.", optarg);
+                                return -EINVAL;
+                        }
+                        if (!strv_contains(arg_options.allow_downgrade_names, optarg) &&
+                            strv_extend(&arg_options.allow_downgrade_names, optarg) < 0)
+                                return -ENOMEM;
                         break;
                 case ARG_REMOVE:
                         if (strv_extend(&arg_options.remove, optarg) < 0)
@@ -377,6 +398,7 @@ static int verb_list(TuckContext *c, char **args) {
 
 static int verb_status(TuckContext *c, char **args) {
         Status *s = NULL;
+        bool degraded;
         int r;
 
         r = tuck_status(c, &arg_options, &s);
@@ -391,12 +413,69 @@ static int verb_status(TuckContext *c, char **args) {
                 else
                         status_print(s, stdout);
         }
+        /* Degraded (an extension held back, a record unusable): exit 3, like a refusal by policy.
+         * Not as systemd-sysext: its status succeeds whenever it could look. */
+        degraded = arg_compat < 0 && status_degraded(s);
         status_free(s);
+        return r < 0 ? exit_status(r) : degraded ? EXIT_REFUSED : EXIT_OK;
+}
+
+static int verb_versions(TuckContext *c, char **args) {
+        _cleanup_free_ char *error = NULL;
+        VersionsView *v = NULL;
+        int r;
+
+        r = tuck_versions(c, &arg_options, &v, &error);
+        if (r < 0)
+                return exit_status(log_error_errno(r, "%s", error ?: strerror(-r)));
+        if (arg_json != JSON_OFF)
+                r = print_json(versions_view_to_json(v));
+        else {
+                (void) pager_open(arg_pager);
+                versions_view_print(v, stdout);
+        }
+        versions_view_free(v);
         return exit_status(r);
 }
 
 static int verb_help(TuckContext *c, char **args) {
         help();
+        return EXIT_OK;
+}
+
+/* The words recorded with a decision (versions.json): the verb and the options that decide. */
+static int make_via(const char *verb) {
+        _cleanup_strv_free_ char **words = NULL;
+
+        if (strv_extend(&words, arg_compat >= 0 ? program_name() : "tuckctl") < 0 || strv_extend(&words, verb) < 0)
+                return -ENOMEM;
+        if (arg_options.allow_downgrade && strv_extend(&words, "--allow-downgrade") < 0)
+                return -ENOMEM;
+        STRV_FOREACH(n, arg_options.allow_downgrade_names)
+                if (strv_consume(&words, strjoin("--allow-downgrade=", *n)) < 0)
+                        return -ENOMEM;
+        STRV_FOREACH(n, arg_options.remove)
+                if (strv_consume(&words, strjoin("--remove=", *n)) < 0)
+                        return -ENOMEM;
+        arg_via = strv_join(words, " ");
+        if (!arg_via)
+                return -ENOMEM;
+        arg_options.via = arg_via;
+        return 0;
+}
+
+/* forget NAME...: works on versions.json under the lock, with or without tuckd. */
+static int verb_forget(TuckContext *c, char **names) {
+        _cleanup_free_ char *message = NULL;
+        int r;
+
+        r = tuck_forget(c, &arg_options, names, &message);
+        if (r < 0) {
+                log_error("%s", message ?: strerror(-r));
+                return r == -EBUSY ? EXIT_BUSY : EXIT_FAILED;
+        }
+        if (!arg_quiet && !isempty(message))
+                puts(message);
         return EXIT_OK;
 }
 
@@ -430,6 +509,7 @@ typedef enum VerbFlags {
         VERB_CONTEXT = 1 << 1,   /* needs a context: the root, tuck.conf, hierarchies */
         VERB_BUS     = 1 << 2,   /* goes through tuckd when it runs for this root */
         VERB_TUCK    = 1 << 3,   /* tuck's own: not a verb of systemd-sysext's */
+        VERB_NAMES   = 1 << 4,   /* its arguments are extension names */
 } VerbFlags;
 
 typedef struct Verb {
@@ -446,6 +526,8 @@ static const Verb verbs[] = {
         { "refresh", 0, 0, VERB_CONTEXT | VERB_BUS,       verb_refresh },
         { "unmerge", 0, 0, VERB_CONTEXT | VERB_BUS,       verb_unmerge },
         { "help",    0, 0, 0,                             verb_help    },
+        { "versions", 0, 0, VERB_CONTEXT | VERB_TUCK,     verb_versions },
+        { "forget",  1, UINT_MAX, VERB_CONTEXT | VERB_TUCK | VERB_NAMES, verb_forget },
         { "beneath", 2, 2, VERB_TUCK,                     verb_beneath },
 };
 
@@ -480,6 +562,9 @@ static int dispatch(const Verb *v, char **args) {
         bool handled;
         int r;
 
+        r = make_via(v->name);
+        if (r < 0)
+                return exit_status(log_error_errno(r, "Out of memory."));
         if (v->flags & VERB_BUS) {
                 /* As systemd-sysext: what was done goes to stderr, stdout stays empty. */
                 r = tuckctl_bus_try(v->name, arg_root, &arg_options, arg_json != JSON_OFF,
@@ -522,11 +607,19 @@ static int run(int argc, char *argv[]) {
         if (n < v->min_args || n > v->max_args) {
                 if (v->max_args == 0)
                         log_error("'%s' takes no arguments.", v->name);
+                else if (v->max_args == UINT_MAX)
+                        log_error("Usage: tuckctl %s NAME...", v->name);
                 else
                         log_error("'%s' takes %u argument%s; see --help.", v->name, v->max_args,
                                   v->max_args == 1 ? "" : "s");
                 return EXIT_USAGE;
         }
+        if (v->flags & VERB_NAMES)
+                STRV_FOREACH(a, argv + optind)
+                        if (!image_name_is_valid(*a)) {
+                                log_error("'%s' is not an extension name.", *a);
+                                return EXIT_USAGE;
+                        }
         name = verb_for_unit(v->name);
         if (!name)
                 return EXIT_OK;
@@ -544,6 +637,8 @@ int main(int argc, char *argv[]) {
         r = run(argc, argv);
         pager_close();
         strv_free(arg_options.remove);
+        strv_free(arg_options.allow_downgrade_names);
+        free(arg_via);
         /* systemd-sysext knows success and failure only. */
         return arg_compat >= 0 && r != EXIT_OK ? EXIT_FAILED : r;
 }

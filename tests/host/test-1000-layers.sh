@@ -25,9 +25,17 @@ dirimg() {
         echo "$name" >"$d/usr/share/many/$name"
 }
 
-# The top layer sorts last (zz...) and carries the probe file, A or B.
+# The top layer sorts last (zz...) and carries the probe file, A or B. One
+# mkdir for all (the rest are shell builtins): a process per image would cost more
+# than the merge.
+dirs=()
 for ((i = 0; i < N - 1; i++)); do
-        dirimg "$ROOT/var/lib/extensions/e$i" "e$i"
+        dirs+=("$ROOT/var/lib/extensions/e$i/$release_dir" "$ROOT/var/lib/extensions/e$i/usr/share/many")
+done
+mkdir -p "${dirs[@]}"
+for ((i = 0; i < N - 1; i++)); do
+        printf 'ID=_any\nSYSEXT_VERSION_ID=1\n' >"$ROOT/var/lib/extensions/e$i/$release_dir/extension-release.e$i"
+        echo "e$i" >"$ROOT/var/lib/extensions/e$i/usr/share/many/e$i"
 done
 for label in A B; do
         dirimg "$IMAGES/top-$label" zztop

@@ -8,6 +8,10 @@
  * MODE", "StopUnit UNIT MODE". Units named in $FAKE_SYSTEMD_GONE (space
  * separated) are gone: restarting them answers NoSuchUnit, as systemd does
  * for a unit whose file went with its extension.
+ *
+ * With a second argument FILE, the first unit call is recorded at once but
+ * answered only once FILE exists: the caller waits there (stale-pidfd.sh
+ * changes the world meanwhile).
  */
 
 #include <errno.h>
@@ -15,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
+#include <unistd.h>
 
-static const char *record;
+static const char *record, *gate;
 static unsigned job;
 
 static int append(const char *line, sd_bus_error *error) {
@@ -51,6 +56,8 @@ static int method_unit(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         r = append(line, error);
         if (r < 0)
                 return r;
+        while (gate && job == 0 && access(gate, F_OK) < 0)
+                usleep(20000);
         if (strcmp(method, "StopUnit") != 0 && gone(unit))
                 return sd_bus_error_setf(error, "org.freedesktop.systemd1.NoSuchUnit", "Unit %s not found.", unit);
         snprintf(path, sizeof path, "/org/freedesktop/systemd1/job/%u", ++job);
@@ -81,11 +88,12 @@ int main(int argc, char *argv[]) {
         sd_bus *bus = NULL;
         int r;
 
-        if (argc != 2) {
-                fprintf(stderr, "usage: %s RECORD-FILE\n", argv[0]);
+        if (argc != 2 && argc != 3) {
+                fprintf(stderr, "usage: %s RECORD-FILE [GATE-FILE]\n", argv[0]);
                 return 2;
         }
         record = argv[1];
+        gate = argc == 3 ? argv[2] : NULL;
 
         r = sd_bus_open_system(&bus);
         if (r >= 0)
