@@ -385,6 +385,9 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
 
         if (!todo)
                 return -ENOMEM;
+        /* As the kernel: "" names nothing (no AT_EMPTY_PATH here), it is not the root. */
+        if (isempty(path))
+                return -ENOENT;
         fd = RET_NERRNO(openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
         if (fd < 0)
                 return fd;
