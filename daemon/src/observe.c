@@ -19,13 +19,17 @@ bool mount_is_overlay_of(struct libmnt_fs *fs, const char *source) {
 TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, const TuckHierarchy *h,
                      const Generation *g, dev_t dev, uint64_t id) {
         const char *fstype = mnt_fs_get_fstype(top), *source = mnt_fs_get_source(top);
+        int left = mnt_table_get_nents(tb);
 
         if (g && g->merged && g->overlay_dev == dev && g->overlay_mnt_id == id)
                 return TOP_OURS;
         /* Our overlay below something else? Then someone stacked on it: hands off. The
          * recorded overlay is its mount ID and its device: once it is gone, the kernel hands
-         * its ID to the next mount made (lowest free first), which is not ours to guard. */
-        for (struct libmnt_fs *fs = top; g && g->merged && fs; fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
+         * its ID to the next mount made (lowest free first), which is not ours to guard.
+         * At most one step per table entry: parents that loop (see mount_table_find_top())
+         * end the walk instead of hanging it. */
+        for (struct libmnt_fs *fs = top; g && g->merged && fs && left-- > 0;
+             fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
                 if (!streq_ptr(mnt_fs_get_target(fs), h->full))
                         break;
                 if ((uint64_t) mnt_fs_get_id(fs) == g->overlay_mnt_id && mnt_fs_get_devno(fs) == g->overlay_dev)
