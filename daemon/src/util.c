@@ -374,7 +374,7 @@ static void dir_stack_pop(DirStack *s, bool to_root) {
  * the same way (an absolute one from root_fd again); ".." goes back one
  * directory on our own stack, never above root_fd.
  */
-static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
+int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
         _cleanup_(dir_stack_done) DirStack s = {};
         _cleanup_free_ char *todo = strdup(path);
         unsigned links = 0;

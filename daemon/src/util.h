@@ -85,6 +85,9 @@ int mkdir_p(const char *path, mode_t mode);
  * refused (seccomp, e.g. systemd's RestrictSUIDSGID=) or missing.
  */
 int openat_in_root(int root_fd, const char *path, int flags);
+/* The walk by hand alone (flags: O_PATH, O_DIRECTORY, O_RDONLY): tests and
+ * tests/fuzz/fuzz-in-root.c hold it against openat2() itself. */
+int openat_in_root_by_hand(int root_fd, const char *path, int flags);
 /* open("/proc/PID/WHAT", flags | O_CLOEXEC) */
 int proc_open(pid_t pid, const char *what, int flags);
 
