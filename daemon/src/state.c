@@ -418,18 +418,48 @@ void staging_table_remove(StagingTable *t, unsigned id) {
                 }
 }
 
+/*
+ * Each class's marks are an object of strings. Anything else is corrupt:
+ * json-c aborts adding a mark to a class that is not an object, and a mark
+ * that is not a string would read as none, the floor silently gone.
+ */
+static bool versions_valid(json_object *v) {
+        for (ImageClass c = 0; c < _IMAGE_CLASS_MAX; c++) {
+                json_object *cls;
+
+                if (!json_object_object_get_ex(v, image_class_to_string(c), &cls))
+                        continue;
+                if (!json_object_is_type(cls, json_type_object))
+                        return false;
+                json_object_object_foreach(cls, extension, mark) {
+                        (void) extension;
+                        if (!json_object_is_type(mark, json_type_string))
+                                return false;
+                }
+        }
+        return true;
+}
+
 int versions_load(const char *state_dir, json_object **ret) {
         _cleanup_free_ char *path = path_join(state_dir, "versions.json");
+        json_object *v;
         int r;
 
         if (!path)
                 return -ENOMEM;
-        r = json_load(path, ret);
+        r = json_load(path, &v);
         if (r == -ENOENT) {
                 *ret = json_object_new_object();
                 return *ret ? 0 : -ENOMEM;
         }
-        return r;
+        if (r < 0)
+                return r;
+        if (!versions_valid(v)) {
+                json_object_put(v);
+                return -EBADMSG;
+        }
+        *ret = v;
+        return 0;
 }
 
 int versions_save(const char *state_dir, json_object *v) {

@@ -2,12 +2,14 @@
 
 /*
  * Generation records: the history of overlays a namespace may still show
- * (newest first, capped, the oldest dropped), and the JSON round trip.
+ * (newest first, capped, the oldest dropped), and the JSON round trip; and
+ * the shape of versions.json.
  */
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "state.h"
 #include "tap.h"
@@ -57,6 +59,48 @@ static void test_json_round_trip(void) {
         generation_done(&back);
 }
 
+/*
+ * versions.json: the high-water marks load, and a file whose shape is wrong
+ * is refused (found by fuzz-versions: {"sysext": "2"} loaded, and the next
+ * versions_set() aborted in json-c).
+ */
+static void test_versions_shape(void) {
+        static const struct {
+                const char *text;
+                int want;
+        } cases[] = {
+                { "{ \"sysext\": { \"foo\": \"1.2\" }, \"confext\": {} }", 0 },
+                { "{ \"somebody-else\": 1 }", 0 },
+                { "{ \"sysext\": \"2\" }", -EBADMSG },
+                { "{ \"confext\": [ \"c\" ] }", -EBADMSG },
+                { "{ \"sysext\": { \"foo\": 5 } }", -EBADMSG },   /* read as no floor at all */
+                { "[ ]", -EBADMSG },
+        };
+        char dir[] = "/tmp/tuck-test-state.XXXXXX";
+        _cleanup_free_ char *path = NULL;
+
+        if (!mkdtemp(dir) || !(path = path_join(dir, "versions.json"))) {
+                tap_ok(false, "versions.json: a temporary directory");
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                json_object *v = NULL;
+                int r;
+
+                r = write_file_atomic(path, cases[i].text, 0644);
+                if (r >= 0)
+                        r = versions_load(dir, &v);
+                if (r == 0)   /* what a refresh does with a loaded file next */
+                        r = versions_set(v, IMAGE_SYSEXT, "foo", "9");
+                if (!tap_ok(r == cases[i].want, "versions.json %s: %s", cases[i].text,
+                            cases[i].want == 0 ? "loads and takes a mark" : "refused as corrupt"))
+                        tap_diag("got %d", r);
+                json_object_put(v);
+        }
+        (void) unlink(path);
+        (void) rmdir(dir);
+}
+
 int main(void) {
         test_history_after(true, 0);
         test_history_after(true, 5);
@@ -65,5 +109,6 @@ int main(void) {
         test_history_after(true, GENERATION_HISTORY_MAX);
         test_history_after(false, GENERATION_HISTORY_MAX);
         test_json_round_trip();
+        test_versions_shape();
         return tap_done();
 }
