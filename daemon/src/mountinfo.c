@@ -159,8 +159,7 @@ int mount_table_submounts(struct libmnt_table *tb, int top_id, const char *targe
                 rel = streq(target, "/") ? t + 1 : startswith(t, target);
                 if (!rel || (*rel != '/' && !streq(target, "/")))
                         continue;   /* stacked on top of the hierarchy itself, not below it */
-                if (*rel == '/')
-                        rel++;
+                rel += strspn(rel, "/");   /* relative: "/usr//lib" is "lib", never "/lib" */
                 if (*rel == 0)
                         continue;
                 /* One entry per mount point: a stack there comes along in the recursive clone. */
