@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,12 +277,47 @@ int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret)
         return (int) n;
 }
 
+/*
+ * The temporaries of path that writers killed before their rename() left
+ * behind (PATH.tmp.PID, whose PID is gone): removed, or every crash at that
+ * moment would leave one more for good.
+ */
+static void remove_dead_temporaries(const char *path) {
+        _cleanup_free_ char *dir = strdup(path), *prefix = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
+        char *slash;
+
+        if (!dir || !(slash = strrchr(dir, '/')))
+                return;
+        *slash = 0;
+        if (asprintf_safe(&prefix, "%s.tmp.", slash + 1) < 0)
+                return;
+        d = opendir(*dir ? dir : "/");
+        if (!d)
+                return;
+        for (struct dirent *de; (de = readdir_no_dot(d)); ) {
+                const char *pid = startswith(de->d_name, prefix);
+                char *end;
+                long v;
+
+                if (!pid || !*pid)
+                        continue;
+                errno = 0;
+                v = strtol(pid, &end, 10);
+                if (errno != 0 || *end != 0 || v <= 0 || v > INT32_MAX || v == getpid())
+                        continue;
+                if (kill((pid_t) v, 0) < 0 && errno == ESRCH)
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+        }
+}
+
 int write_file_atomic(const char *path, const char *contents, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
         size_t n = strlen(contents);
         const char *p = contents;
 
+        remove_dead_temporaries(path);
         if (asprintf_safe(&tmp, "%s.tmp.%d", path, (int) getpid()) < 0)
                 return -ENOMEM;
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
