@@ -39,6 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 const char *last = NULL;
 
                 fuzz_assert(key_is_valid(pairs[i]));
+                if (i >= 32)
+                        continue;   /* the lookups of the first keys: the rest would make this quadratic */
                 for (size_t k = i; k < n; k += 2)
                         if (streq(pairs[k], pairs[i]))
                                 last = pairs[k + 1];
