@@ -307,6 +307,7 @@ kind_write() {
         after=("${on_disk[@]}")
         async_call Refresh t 0
         wait "$caller" 2>/dev/null || true
+        caller=
 }
 
 # ---------------------------------------------------------------- the campaign
@@ -323,10 +324,10 @@ for ((run = 1; run <= RUNS; run++)); do
                 kind=${KINDS_BASE[RANDOM % ${#KINDS_BASE[@]}]}
         fi
         kinds[$kind]=$((${kinds[$kind]:-0} + 1))
-        kill_where=
+        kill_where= caller=
         "kind_$kind"
         kill_group
-        wait "$caller" 2>/dev/null || true
+        [[ -z $caller ]] || wait "$caller" 2>/dev/null || true
         for w in ${kill_where:-elsewhere}; do
                 where[$w]=$((${where[$w]:-0} + 1))
         done
