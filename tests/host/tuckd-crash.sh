@@ -4,9 +4,10 @@
 # The crash campaign: tuckd SIGKILLed, with everything it forked (as
 # systemd's KillMode=control-group kills a service), at random points of
 # merge, refresh (with the heals it does in namespaces that stayed behind),
-# unmerge and its own start-up recovery, and by seccomp at the moment it
-# writes a state file (tuck-fault --kill: fsync() of the temporary, or the
-# rename() that would replace the file). Then restarted, many times.
+# unmerge and its own start-up recovery, the moment a heal is seen inside
+# a namespace, and by seccomp at the moment it writes a state file
+# (tuck-fault --kill: fsync() of the temporary, or the rename() that would
+# replace the file). Then restarted, many times.
 #
 # After every kill:
 #   - the hierarchy shows the old or the new generation, never a missing
@@ -48,7 +49,7 @@ diag "seed $SEED, $RUNS kills (replay: TUCKD_CRASH_SEED=$SEED TUCKD_CRASH_RUNS=$
 # Kinds of kill, by weight: refresh (and its heals) most. The window probes
 # read through the first set; merge and unmerge show the base by design, so
 # they come last, a fifth of the kills, with the probes stopped.
-KINDS=(refresh refresh refresh refresh startup write)
+KINDS=(refresh refresh refresh heal startup write)
 KINDS_BASE=(merge unmerge)
 RUNS_BASE=$((RUNS / 5))
 
@@ -125,14 +126,19 @@ restart() {
 # The moment of each kill, seen with the group stopped.
 inside_heal=0 inside_write=0 inside_staging=0
 
-# group_members PGID: the processes of a process group (field 5 of /proc/PID/stat).
+# group_members: the processes of process group PGID in MEMBERS (field 5 of
+# /proc/PID/stat), without a fork: the heal kind polls it.
 group_members() {
         local f line rest
+        MEMBERS=()
         for f in /proc/[0-9]*/stat; do
                 { read -r line <"$f"; } 2>/dev/null || continue
                 rest=${line##*) }
                 set -- $rest
-                [[ ${3:-} == "$PGID" ]] && { f=${f#/proc/}; echo "${f%/stat}"; }
+                if [[ ${3:-} == "$PGID" ]]; then
+                        f=${f#/proc/}
+                        MEMBERS+=("${f%/stat}")
+                fi
         done
 }
 
@@ -141,7 +147,8 @@ kill_group() {
         local p n temps=()
         PGID=$TUCKD_PID
         kill -STOP -- -"$PGID" 2>/dev/null || true
-        for p in $(group_members); do
+        group_members
+        for p in "${MEMBERS[@]}"; do
                 for n in service full container; do
                         pid=NS_PID_$n
                         if [[ /proc/$p/ns/mnt -ef /proc/${!pid}/ns/mnt ]]; then
@@ -263,6 +270,27 @@ kind_refresh() {
         after=("${on_disk[@]}")
         async_call Refresh t 0
         sleep_ms $((RANDOM % 250))
+}
+
+# A refresh killed the moment one of its heals is seen inside a namespace
+# left behind (its forked child setns()ed there), or after 2 s.
+kind_heal() {
+        local i p n pid
+        before=("${on_disk[@]}")
+        drop_next
+        after=("${on_disk[@]}")
+        async_call Refresh t 0
+        PGID=$TUCKD_PID
+        for ((i = 0; i < 20000; i++)); do
+                group_members
+                for p in "${MEMBERS[@]}"; do
+                        for n in full container; do
+                                pid=NS_PID_$n
+                                [[ /proc/$p/ns/mnt -ef /proc/${!pid}/ns/mnt ]] && return 0
+                        done
+                done
+                kill -0 "$caller" 2>/dev/null || return 0   # done: killed after the refresh
+        done
 }
 
 kind_merge() {
