@@ -146,6 +146,8 @@ group_members() {
 kill_group() {
         local p n temps=()
         PGID=$TUCKD_PID
+        # The process too: killed right after launch, perl may not have made the group yet.
+        kill -STOP "$TUCKD_PID" 2>/dev/null || true
         kill -STOP -- -"$PGID" 2>/dev/null || true
         group_members
         for p in "${MEMBERS[@]}"; do
@@ -167,6 +169,7 @@ kill_group() {
                 kill_where+=" state-write"
         fi
         kill -KILL -- -"$PGID" 2>/dev/null || true
+        kill -KILL "$TUCKD_PID" 2>/dev/null || true
         wait "$TUCKD_PID" 2>/dev/null || true
         # What the group forked is gone too (children of a killed process are
         # reparented to us, the namespace's init, and reaped here).
