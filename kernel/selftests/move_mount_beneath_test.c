@@ -494,7 +494,13 @@ static int make_foreign_mount(void *userdata) {
         return r < 0 ? r : tmpfs_mount_at(BASE "/foreign", "foreign");
 }
 
-TEST_F(beneath, target_not_in_caller_namespace) {
+/*
+ * A mount of another namespace, BASE/foreign there, reached through
+ * /proc/PID/root, as the target (@as_source false) or as the source of a
+ * beneath: refused, and nothing changes there either.
+ */
+static void check_foreign_mount_refused(struct __test_metadata *_metadata,
+                                        FIXTURE_DATA(beneath) *self, bool as_source) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *theirs_before = NULL, *theirs_after = NULL;
         char foreign[PATH_MAX];
@@ -502,19 +508,26 @@ TEST_F(beneath, target_not_in_caller_namespace) {
 
         pid = self->ns_child = spawn_mount_ns(make_foreign_mount, NULL);
         ASSERT_LT(0, pid);
-
         snprintf(foreign, sizeof(foreign), "/proc/%d/root" BASE "/foreign", (int) pid);
         ASSERT_MARKER(foreign, "foreign");
         theirs_before = mountinfo_read(pid);
         ASSERT_NE(NULL, theirs_before);
 
-        fd = tmpfs_detached("new");
-        ASSERT_LE(0, fd);
-        ASSERT_REFUSED(move_beneath(fd, "", AT_FDCWD, foreign, 0));
+        if (as_source)
+                ASSERT_REFUSED(move_beneath(AT_FDCWD, foreign, AT_FDCWD, TARGET, 0));
+        else {
+                fd = tmpfs_detached("new");
+                ASSERT_LE(0, fd);
+                ASSERT_REFUSED(move_beneath(fd, "", AT_FDCWD, foreign, 0));
+        }
 
         theirs_after = mountinfo_read(pid);
         ASSERT_NE(NULL, theirs_after);
         ASSERT_STREQ(theirs_before, theirs_after);
+}
+
+TEST_F(beneath, target_not_in_caller_namespace) {
+        check_foreign_mount_refused(_metadata, self, false);
 }
 
 /*
@@ -769,22 +782,7 @@ TEST_F(beneath, source_locked) {
  * mount of another namespace, reached through /proc/PID/root.
  */
 TEST_F(beneath, source_in_other_namespace) {
-        _cleanup_free_ char *theirs_before = NULL, *theirs_after = NULL;
-        char foreign[PATH_MAX];
-        pid_t pid;
-
-        pid = self->ns_child = spawn_mount_ns(make_foreign_mount, NULL);
-        ASSERT_LT(0, pid);
-        snprintf(foreign, sizeof(foreign), "/proc/%d/root" BASE "/foreign", (int) pid);
-        ASSERT_MARKER(foreign, "foreign");
-        theirs_before = mountinfo_read(pid);
-        ASSERT_NE(NULL, theirs_before);
-
-        ASSERT_REFUSED(move_beneath(AT_FDCWD, foreign, AT_FDCWD, TARGET, 0));
-
-        theirs_after = mountinfo_read(pid);
-        ASSERT_NE(NULL, theirs_after);
-        ASSERT_STREQ(theirs_before, theirs_after);
+        check_foreign_mount_refused(_metadata, self, true);
 }
 
 /*
@@ -1067,23 +1065,26 @@ TEST_F(beneath, top_slave_of_parent_peer_group) {
  * parent propagates to the (attached) source at the same mountpoint, so the
  * source would end up covered by a copy of itself. The source is a bind
  * mount of P's directory m (its root is the top's mountpoint), joined to P's
- * peer group with MOVE_MOUNT_SET_GROUP. Control: a private source moves.
+ * peer group with MOVE_MOUNT_SET_GROUP and, with @slave, made a slave of it
+ * (the mnt_master walk). Control: a private source moves.
  */
-TEST_F(beneath, source_peer_of_parent) {
+static void check_source_propagated_from_parent(struct __test_metadata *_metadata, bool slave) {
         _cleanup_free_ char *mi = NULL;
 
         ASSERT_EQ(0, tmpfs_mount_at(SHARED, "parent"));
         ASSERT_EQ(0, mkdir(SHARED "/m", 0755));
         ASSERT_EQ(0, mkdir_p(SOURCE, 0755));
-        ASSERT_EQ(0, mount(SHARED "/m", SOURCE, NULL, MS_BIND, NULL));
+        ASSERT_EQ(0, bind_mount(SHARED "/m", SOURCE));
         ASSERT_EQ(0, tmpfs_mount_at(SHARED "/m", "top"));
         ASSERT_EQ(0, set_propagation(SHARED, MS_SHARED));
-        ASSERT_EQ(0, move_mount_raw(AT_FDCWD, SHARED, AT_FDCWD, SOURCE, MOVE_MOUNT_SET_GROUP));
+        ASSERT_EQ(0, set_group(SHARED, SOURCE));
+        if (slave)
+                ASSERT_EQ(0, set_propagation(SOURCE, MS_SLAVE));
         mi = mountinfo_read(0);
         ASSERT_NE(NULL, mi);
         ASSERT_LT(0, mountinfo_tag(mi, mount_id_at(AT_FDCWD, SHARED), "shared:"));
         ASSERT_EQ(mountinfo_tag(mi, mount_id_at(AT_FDCWD, SHARED), "shared:"),
-                  mountinfo_tag(mi, mount_id_at(AT_FDCWD, SOURCE), "shared:"));
+                  mountinfo_tag(mi, mount_id_at(AT_FDCWD, SOURCE), slave ? "master:" : "shared:"));
 
         ASSERT_REFUSED(move_beneath(AT_FDCWD, SOURCE, AT_FDCWD, SHARED "/m", 0));
 
@@ -1092,6 +1093,10 @@ TEST_F(beneath, source_peer_of_parent) {
         ASSERT_MARKER(SHARED "/m", "top");
         ASSERT_EQ(0, umount2(SHARED "/m", 0));
         ASSERT_MARKER(SHARED "/m", "<no marker: ENOENT>");
+}
+
+TEST_F(beneath, source_peer_of_parent) {
+        check_source_propagated_from_parent(_metadata, false);
 }
 
 /* ---- unbindable: checked against the top's parent --------------------------- */
@@ -1264,32 +1269,9 @@ TEST_F(beneath, top_in_two_level_master_chain) {
         ASSERT_EQ(0, move_beneath(fd, "", AT_FDCWD, SHARED "/m", 0));
 }
 
-/*
- * propagation_would_overmount(parent, source, mp) through the source's
- * masters: an attached source that is a slave of the parent's peer group,
- * its root at the mount point. Control: the source made private.
- */
+/* The same through the source's masters: a slave of the parent's peer group. */
 TEST_F(beneath, source_slave_of_parent_peer_group) {
-        _cleanup_free_ char *mi = NULL;
-
-        ASSERT_EQ(0, tmpfs_mount_at(SHARED, "parent"));
-        ASSERT_EQ(0, mkdir(SHARED "/m", 0755));
-        ASSERT_EQ(0, mkdir_p(SOURCE, 0755));
-        ASSERT_EQ(0, bind_mount(SHARED "/m", SOURCE));
-        ASSERT_EQ(0, tmpfs_mount_at(SHARED "/m", "top"));
-        ASSERT_EQ(0, set_propagation(SHARED, MS_SHARED));
-        ASSERT_EQ(0, set_group(SHARED, SOURCE));
-        ASSERT_EQ(0, set_propagation(SOURCE, MS_SLAVE));
-        mi = mountinfo_read(0);
-        ASSERT_NE(NULL, mi);
-        ASSERT_LT(0, mountinfo_tag(mi, mount_id_at(AT_FDCWD, SHARED), "shared:"));
-        ASSERT_EQ(mountinfo_tag(mi, mount_id_at(AT_FDCWD, SHARED), "shared:"),
-                  mountinfo_tag(mi, mount_id_at(AT_FDCWD, SOURCE), "master:"));
-
-        ASSERT_REFUSED(move_beneath(AT_FDCWD, SOURCE, AT_FDCWD, SHARED "/m", 0));
-
-        ASSERT_EQ(0, set_propagation(SOURCE, MS_PRIVATE));
-        ASSERT_EQ(0, move_beneath(AT_FDCWD, SOURCE, AT_FDCWD, SHARED "/m", 0));
+        check_source_propagated_from_parent(_metadata, true);
 }
 
 /* ---- what the new mount becomes ------------------------------------------------ */
