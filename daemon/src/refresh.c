@@ -8,11 +8,12 @@
  *   0. prepare     take the lock, open the staging namespace (staging.c) and
  *                  drop what a killed run left there, read what is recorded;
  *                  finish a swap a killed run left half done (an old top
- *                  still above the new overlay moved beneath it)
+ *                  still above the new overlay moved beneath it: recover.c)
  *   1. discover    images in the search directories (image.c)
  *   2. inspect     mount each new image detached and read its release file;
  *                  unchanged images are read where they are already staged
  *   3. observe     each hierarchy: our generation record, and what is on top now
+ *                  (observe.c: whose the top mount is)
  *   4. plan        per hierarchy, keep / merge / refresh / take over / unmerge /
  *                  refuse (plan.c: policy, anti-downgrade, no-op)
  *   5. execute     per hierarchy, independently (execute_swap()):
@@ -46,8 +47,10 @@
 #include "log.h"
 #include "mount-api.h"
 #include "mountinfo.h"
+#include "observe.h"
 #include "overlay.h"
 #include "plan.h"
+#include "run.h"
 #include "stale.h"
 #include "staging.h"
 #include "status.h"
@@ -55,35 +58,9 @@
 #include "util.h"
 #include "version.h"
 
-typedef struct Inspected {
-        int mount_fd;        /* a new image, mounted detached, not yet staged */
-        char *loop;
-        unsigned staged_id;  /* already in the staging namespace at i/<id> */
-} Inspected;
-
-typedef struct Run {
-        TuckContext *c;
-        const TuckOptions *o;
-        TuckVerb verb;
-        Report *report;
-        HostRelease host;
-        Staging staging;
-        StagingTable table;
-        json_object *versions;
-        Image **images;
-        size_t n_images;
-        Inspected *inspected;        /* parallel to images */
-        Generation *generations;     /* parallel to c->hierarchies; number 0 if none */
-        PlanHierarchyInput *inputs;
-        size_t n_inputs;
-        size_t *input_index;         /* input -> index in c->hierarchies */
-        Plan plan;
-        int beneath;                 /* -1: not probed yet */
-} Run;
-
 static const TuckOptions no_options = {};
 
-static Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *report) {
+Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *report) {
         return (Run) {
                 .c = c,
                 .o = o ?: &no_options,
@@ -94,8 +71,7 @@ static Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *
         };
 }
 
-/* Frees what the run holds and releases the lock. */
-static void run_done(Run *run) {
+void run_done(Run *run) {
         for (size_t i = 0; run->inspected && i < run->n_images; i++) {
                 safe_close(run->inspected[i].mount_fd);
                 free(run->inspected[i].loop);
@@ -118,7 +94,7 @@ static void run_done(Run *run) {
         tuck_unlock(run->c);
 }
 
-static bool class_selected(const TuckOptions *o, ImageClass k) {
+bool class_selected(const TuckOptions *o, ImageClass k) {
         return o->classes == 0 || (o->classes & (1u << k));
 }
 
@@ -150,7 +126,7 @@ static int open_staging(Run *run) {
         return 0;
 }
 
-static int run_prepare(Run *run) {
+int run_prepare(Run *run) {
         int r;
 
         r = tuck_lock(run->c, !run->o->no_block);
@@ -172,70 +148,6 @@ static int run_prepare(Run *run) {
         if (r < 0)
                 return report_set_error(run->report, r, "cannot read the host's os-release below '%s': %s",
                                         run->c->root, strerror(-r));
-        return 0;
-}
-
-static bool is_our_overlay(struct libmnt_fs *fs, const char *source) {
-        return streq_ptr(mnt_fs_get_fstype(fs), "overlay") && streq_ptr(mnt_fs_get_source(fs), source);
-}
-
-/*
- * A run killed (or failed) between the two halves of 5d leaves two of our
- * overlays stacked on a hierarchy: the recorded old top, and right beneath it
- * the new one, complete but hidden. Everyone still sees the old generation.
- * Finish that swap as the run would have: unmounting the old top reveals the
- * new overlay everywhere at once. Left alone, the hidden overlay would stay
- * mounted and unreachable, and an unmerge would only reveal it. The new one
- * has no generation record yet: the plan replaces it like a foreign top
- * (TOP_LOST). Only our recorded top (mount ID, overlay source and device all
- * as recorded) over another overlay of ours (another superblock: not a bind
- * of the top onto itself) is taken for this.
- */
-static int finish_interrupted_swap(Run *run, const TuckHierarchy *h) {
-        _cleanup_(generation_done) Generation g = {};
-        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
-        const char *ours = image_class_info[h->class].overlay_source;
-        struct libmnt_fs *top, *below;
-        uint64_t id;
-        int r;
-
-        if (generation_load(run->c->run_dir, h->path, &g) < 0 || !g.merged)
-                return 0;   /* no record: observe and plan say what the top is */
-        if (path_get_mnt_id(AT_FDCWD, h->full, &id) < 0 || id != g.overlay_mnt_id)
-                return 0;
-        r = mount_table_read(0, &tb);
-        if (r < 0)
-                return r;
-        top = mount_table_find_id(tb, (int) id);
-        below = top ? mount_table_find_id(tb, mnt_fs_get_parent_id(top)) : NULL;
-        /* The ID alone is no proof the top is the recorded overlay: mount IDs are
-         * handed out again, lowest free first, once a mount is gone. */
-        if (!top || !is_our_overlay(top, ours) || mnt_fs_get_devno(top) != g.overlay_dev)
-                return 0;
-        if (!below || !streq_ptr(mnt_fs_get_target(below), h->full) || !is_our_overlay(below, ours) ||
-            mnt_fs_get_devno(below) == mnt_fs_get_devno(top))
-                return 0;
-
-        r = swap_finish(h->full, id);
-        if (r < 0)
-                return report_set_error(run->report, r, "%s: cannot finish the swap a killed run left half done "
-                                        "(unmount the old overlay, mount %" PRIu64 "): %s", h->full, id,
-                                        strerror(-r));
-        return report_warn(run->report, "%s: finished the swap a killed run left half done: unmounted the old "
-                           "overlay (generation %" PRIu64 ", mount %" PRIu64 ") above the new one (mount %d)",
-                           h->full, g.number, id, mnt_fs_get_id(below));
-}
-
-static int run_finish_interrupted_swaps(Run *run) {
-        for (size_t i = 0; i < run->c->n_hierarchies; i++) {
-                int r;
-
-                if (!class_selected(run->o, run->c->hierarchies[i].class))
-                        continue;
-                r = finish_interrupted_swap(run, &run->c->hierarchies[i]);
-                if (r < 0)
-                        return r;
-        }
         return 0;
 }
 
@@ -354,65 +266,6 @@ static int run_inspect(Run *run) {
 
 /* 3. observe */
 
-/* Whose is the mount on top of the hierarchy (st_dev dev, mount ID id, table entry top)? */
-static TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, const TuckHierarchy *h,
-                            const Generation *g, dev_t dev, uint64_t id) {
-        const char *fstype = mnt_fs_get_fstype(top), *source = mnt_fs_get_source(top);
-
-        if (g && g->merged && g->overlay_dev == dev && g->overlay_mnt_id == id)
-                return TOP_OURS;
-        /* Our overlay below something else? Then someone stacked on it: hands off. */
-        for (struct libmnt_fs *fs = top; g && g->merged && fs; fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
-                if (!streq_ptr(mnt_fs_get_target(fs), h->full))
-                        break;
-                if ((uint64_t) mnt_fs_get_id(fs) == g->overlay_mnt_id)
-                        return TOP_OTHER;
-        }
-        if (!streq_ptr(fstype, "overlay"))
-                return TOP_BASE;
-        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
-                if (streq_ptr(source, image_class_info[k].foreign_source))
-                        return TOP_SYSTEMD;
-        /* Ours, but not the recorded one: a refresh was killed between its swap
-         * and its record. Replace it the same way as systemd's (beneath, base
-         * peeled out); taken for the base, it would be stacked on and leak. */
-        if (streq_ptr(source, image_class_info[h->class].overlay_source))
-                return TOP_LOST;
-        return TOP_BASE;
-}
-
-/* What sits on top of a hierarchy now. */
-static int observe_live(const TuckHierarchy *h, const Generation *g, LiveState *ret) {
-        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
-        struct libmnt_fs *top;
-        struct stat st;
-        uint64_t id;
-        int r;
-
-        *ret = (LiveState) { .top = TOP_BASE };
-        r = mount_table_read(0, &tb);
-        if (r < 0)
-                return r;
-        if (stat(h->full, &st) < 0)
-                return -errno;
-        r = path_get_mnt_id(AT_FDCWD, h->full, &id);
-        if (r < 0)
-                return r;
-        r = path_get_mount_attr(AT_FDCWD, h->full, &ret->attr);
-        if (r < 0)
-                return r;
-        ret->top_mnt_id = id;
-        ret->top_dev = st.st_dev;
-
-        top = mount_table_find_id(tb, (int) id);
-        if (!top || !streq_ptr(mnt_fs_get_target(top), h->full))
-                return 0;   /* not a mount point: the base, part of its parent */
-        (void) asprintf_safe(&ret->description, "%s '%s' (mount %" PRIu64 ")", strna(mnt_fs_get_fstype(top)),
-                             strna(mnt_fs_get_source(top)), id);
-        ret->top = classify_top(tb, top, h, g, st.st_dev, id);
-        return 0;
-}
-
 /* The generation record of hierarchy i; none yet is generation 0. */
 static int load_generation(Run *run, size_t i) {
         const TuckHierarchy *h = &run->c->hierarchies[i];
@@ -458,7 +311,7 @@ static int observe_hierarchy(Run *run, size_t i) {
         return 0;
 }
 
-static int run_observe(Run *run) {
+int run_observe(Run *run) {
         run->generations = calloc(run->c->n_hierarchies ?: 1, sizeof(Generation));
         run->inputs = calloc(run->c->n_hierarchies ?: 1, sizeof(PlanHierarchyInput));
         run->input_index = calloc(run->c->n_hierarchies ?: 1, sizeof(size_t));
@@ -1036,7 +889,7 @@ static int run_execute(Run *run) {
 }
 
 /* 6. Unmount staged images that no merged generation uses (and what a killed run left). */
-static int run_collect(Run *run) {
+int run_collect(Run *run) {
         int r;
 
         for (size_t i = 0; i < run->table.n_images; i++)
@@ -1136,25 +989,6 @@ int tuck_refresh(TuckContext *c, const TuckOptions *o, Report **ret) {
 int tuck_unmerge(TuckContext *c, const TuckOptions *o, Report **ret) {
         return tuck_run(c, VERB_UNMERGE, o, ret);
 }
-
-int tuck_recover(TuckContext *c) {
-        _cleanup_report_ Report *report = report_new("recover");
-        Run run = run_new(c, VERB_REFRESH, NULL, report);
-        int r;
-
-        if (!report)
-                return -ENOMEM;
-        r = run_prepare(&run);
-        if (r >= 0)
-                r = run_finish_interrupted_swaps(&run);
-        if (r >= 0)
-                r = run_observe(&run);
-        if (r >= 0)
-                r = run_collect(&run);   /* also what a killed refresh left behind */
-        run_done(&run);
-        return r;
-}
-
 int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_error) {
         _cleanup_report_ Report *report = report_new("list");
         Run run = run_new(c, VERB_REFRESH, o, report);
