@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <ctype.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
 
 #include "config.h"
 #include "log.h"
+#include "nsscan.h"
 #include "util.h"
 
 int ini_parse(const char *text, IniCallback callback, void *userdata, char **ret_error) {
@@ -76,6 +80,37 @@ StalePolicy stale_policy_from_string(const char *s) {
         return _STALE_POLICY_INVALID;
 }
 
+int parse_timespan(const char *s, uint64_t *ret) {
+        static const struct {
+                const char *suffix;
+                uint64_t usec;
+        } units[] = {
+                { "",    USEC_PER_SEC },
+                { "s",   USEC_PER_SEC },
+                { "sec", USEC_PER_SEC },
+                { "ms",  USEC_PER_MSEC },
+                { "msec", USEC_PER_MSEC },
+                { "min", 60 * USEC_PER_SEC },
+        };
+        char *end;
+        double v;
+
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno != 0 || end == s || v < 0 || !isfinite(v))
+                return -EINVAL;
+        while (isspace((unsigned char) *end))
+                end++;
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                if (strcmp(end, units[i].suffix) == 0) {
+                        if (v * units[i].usec > (double) UINT64_MAX / 2)
+                                return -ERANGE;
+                        *ret = (uint64_t) (v * units[i].usec);
+                        return 0;
+                }
+        return -EINVAL;
+}
+
 int config_parse_boolean(const char *s) {
         static const char * const yes[] = { "1", "yes", "y", "true", "t", "on" };
         static const char * const no[] = { "0", "no", "n", "false", "f", "off" };
@@ -90,7 +125,11 @@ int config_parse_boolean(const char *s) {
 }
 
 int config_init_defaults(TuckConfig *c) {
-        *c = (TuckConfig) {};
+        *c = (TuckConfig) {
+                .scan_namespace_usec = SCAN_NAMESPACE_USEC_DEFAULT,
+                .scan_refresh_usec = SCAN_REFRESH_USEC_DEFAULT,
+                .scan_max_mounts = SCAN_MAX_MOUNTS_DEFAULT,
+        };
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
                 if (!(c->search_dirs[k] = strv_copy((char * const *) image_class_info[k].search_dirs)) ||
                     !(c->hierarchies[k] = strv_copy((char * const *) image_class_info[k].hierarchies))) {
@@ -105,6 +144,7 @@ void config_done(TuckConfig *c) {
                 strv_free(c->search_dirs[k]);
                 strv_free(c->hierarchies[k]);
         }
+        strv_free(c->restart_units);
         *c = (TuckConfig) {};
 }
 
@@ -126,6 +166,64 @@ static int parse_path_list(const char *value, unsigned line, char ***target, cha
                 }
         strv_free(*target);
         *target = TAKE_PTR(l);
+        return 0;
+}
+
+/*
+ * Unit names (foo.service, foo@bar.service): systemd's characters only, so a
+ * name here is what sd_pid_get_unit() can return. An empty value resets
+ * the list, as in systemd's unit files; lines add up.
+ */
+static int parse_restart_units(const char *value, unsigned line, char ***target, char **error) {
+        _cleanup_strv_free_ char **l = strv_split(value, WHITESPACE);
+
+        if (!l)
+                return -ENOMEM;
+        if (!l[0]) {
+                strv_free(*target);
+                *target = NULL;
+                return 0;
+        }
+        STRV_FOREACH(u, l) {
+                if (!endswith(*u, ".service") || strlen(*u) <= strlen(".service") || strlen(*u) > 255 ||
+                    (*u)[strspn(*u, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@")] != 0) {
+                        (void) asprintf_safe(error, "line %u: RestartUnits= takes service unit names, got '%s'",
+                                             line, *u);
+                        return -EINVAL;
+                }
+                if (!strv_contains(*target, *u) && strv_extend(target, *u) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int parse_scan(ParseState *s, const char *key, const char *value, unsigned line) {
+        uint64_t *usec = streq(key, "NamespaceBudgetSec") ? &s->config->scan_namespace_usec :
+                         streq(key, "RefreshBudgetSec") ? &s->config->scan_refresh_usec : NULL;
+        uint64_t v;
+        char *end;
+
+        if (usec) {
+                if (parse_timespan(value, &v) < 0 || v == 0) {
+                        (void) asprintf_safe(s->error, "line %u: %s= takes a time span above zero, got '%s'",
+                                             line, key, value);
+                        return -EINVAL;
+                }
+                *usec = v;
+                return 0;
+        }
+        if (streq(key, "MaxMounts")) {
+                errno = 0;
+                v = strtoull(value, &end, 10);
+                if (errno != 0 || end == value || *end != 0 || v == 0 || v > UINT_MAX || value[0] == '-') {
+                        (void) asprintf_safe(s->error, "line %u: MaxMounts= takes a number above zero, got '%s'",
+                                             line, value);
+                        return -EINVAL;
+                }
+                s->config->scan_max_mounts = (unsigned) v;
+                return 0;
+        }
+        log_warning("tuck.conf line %u: unknown key %s= in [Scan], ignoring.", line, key);
         return 0;
 }
 
@@ -153,9 +251,13 @@ static int parse_one(const char *section, const char *key, const char *value, un
                         *target = b;
                         return 0;
                 }
-        } else if (streq(section, "Daemon")) {
+        } else if (streq(section, "Scan"))
+                return parse_scan(s, key, value, line);
+        else if (streq(section, "Daemon")) {
                 StalePolicy p;
 
+                if (streq(key, "RestartUnits"))
+                        return parse_restart_units(value, line, &s->config->restart_units, s->error);
                 if (!streq(key, "StalePolicy"))
                         return 0;   /* tuckd's */
                 p = stale_policy_from_string(value);

@@ -28,6 +28,13 @@
  *   # working without tuckd applies it too; the section name is historical.
  *   [Daemon]
  *   StalePolicy=heal
+ *   RestartUnits=       # under restart, the only units restarted (none by default)
+ *
+ *   # What one run may spend on other namespaces (nsscan.h).
+ *   [Scan]
+ *   NamespaceBudgetSec=500ms
+ *   RefreshBudgetSec=10s
+ *   MaxMounts=10000
  *
  * Sections and keys libtuck does not know (the rest of [Daemon], read by
  * tuckd) are left to their readers: ini_parse() hands every assignment to a
@@ -57,7 +64,17 @@ typedef struct TuckConfig {
         bool allow_downgrade;
         bool allow_window;
         StalePolicy stale_policy;
+        char **restart_units;           /* [Daemon] RestartUnits=: what restart may restart */
+        uint64_t scan_namespace_usec;   /* [Scan] NamespaceBudgetSec= */
+        uint64_t scan_refresh_usec;     /* [Scan] RefreshBudgetSec= */
+        unsigned scan_max_mounts;       /* [Scan] MaxMounts= */
 } TuckConfig;
+
+#define USEC_PER_SEC UINT64_C(1000000)
+#define USEC_PER_MSEC UINT64_C(1000)
+
+/* "1.5", "2s", "500ms", "1min" → microseconds. */
+int parse_timespan(const char *s, uint64_t *ret);
 
 /* Called for each assignment; return <0 to abort parsing. */
 typedef int (*IniCallback)(const char *section, const char *key, const char *value,

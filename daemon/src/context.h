@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "extension-release.h"
+#include "nsscan.h"
 #include "tuck.h"
 
 struct TuckContext {
@@ -17,7 +18,12 @@ struct TuckContext {
         size_t n_hierarchies;
         char **image_dirs;
         int lock_fd;
+        void (*keepalive)(void *userdata);      /* tuck_context_set_keepalive() */
+        void *keepalive_userdata;
 };
 
 /* Root-prefixed path. */
 char *context_path(const TuckContext *c, const char *path);
+
+/* A run's scan budget from tuck.conf [Scan], fed through @hooks' keepalive (may be NULL). */
+ScanBudget context_scan_budget(const TuckContext *c, const TuckHooks *hooks);

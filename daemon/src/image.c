@@ -63,15 +63,43 @@ void images_free(Image **images, size_t n) {
         free(images);
 }
 
+int image_open_file(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int flags;
+
+        /* O_NONBLOCK: a FIFO renamed into an image's place after discovery saw a file
+         * would block open() until someone writes to it. Then it must be a regular file,
+         * or nothing is read from it; reads from here on block as a file's do. */
+        fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
 int image_probe_type(const char *path, ImageType *ret, char **ret_fstype) {
+        _cleanup_close_ int fd = -EBADF;
         blkid_probe pr;
         const char *type = NULL, *pttype = NULL;
         int r;
 
-        errno = 0;
-        pr = blkid_new_probe_from_filename(path);
+        fd = image_open_file(path);
+        if (fd < 0)
+                return fd;
+        pr = blkid_new_probe();
         if (!pr)
-                return errno > 0 ? -errno : -ENOMEM;
+                return -ENOMEM;
+        if (blkid_probe_set_device(pr, fd, 0, 0) < 0) {
+                blkid_free_probe(pr);
+                return -EIO;
+        }
 
         blkid_probe_enable_superblocks(pr, 1);
         blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);

@@ -69,6 +69,11 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
 
 /* Finds the kind of a regular file by its magic. */
 int image_probe_type(const char *path, ImageType *ret, char **ret_fstype);
+/*
+ * An image file, opened for reading without blocking on what is not one (a
+ * FIFO swapped in after discovery): -EBADFD unless it is a regular file.
+ */
+int image_open_file(const char *path);
 
 /* Fills i->fingerprint from stat data (and for directories, the whole tree's). */
 int image_fingerprint(Image *i);

@@ -93,12 +93,19 @@ int path_get_mnt_id(int dir_fd, const char *path, uint64_t *ret) {
 
 int path_get_mount_attr(int dir_fd, const char *path, uint64_t *ret) {
         _cleanup_close_ int fd = -EBADF;
+
+        if (isempty(path))
+                return fd_get_mount_attr(dir_fd, ret);
+        fd = openat(dir_fd, path, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return fd_get_mount_attr(fd, ret);
+}
+
+int fd_get_mount_attr(int fd, uint64_t *ret) {
         struct statvfs sv;
         uint64_t a = 0;
 
-        fd = isempty(path) ? fcntl(dir_fd, F_DUPFD_CLOEXEC, 3) : openat(dir_fd, path, O_PATH | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
         if (fstatvfs(fd, &sv) < 0)
                 return -errno;
         if (sv.f_flag & ST_RDONLY)

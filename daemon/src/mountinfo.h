@@ -37,6 +37,8 @@ int path_get_mnt_id(int dir_fd, const char *path, uint64_t *ret);
 
 /* MOUNT_ATTR_* (masked by TUCK_ATTR_MASK) of the mount that path resolves to. */
 int path_get_mount_attr(int dir_fd, const char *path, uint64_t *ret);
+/* The same of the mount an fd is on (statvfs: it asks the file system, so only of one known not to hang). */
+int fd_get_mount_attr(int fd, uint64_t *ret);
 
 /* The mount an fd is on: its ID, its st_dev and its flags (TUCK_ATTR_MASK). */
 int fd_get_mount(int fd, uint64_t *ret_mnt_id, dev_t *ret_dev, uint64_t *ret_attr);

@@ -20,9 +20,9 @@ static int mount_raw_detached(const Image *i, uint64_t attr, int *ret_fd, char *
         const char *fstype = i->type == IMAGE_TYPE_EROFS ? "erofs" : "squashfs";
         int mnt;
 
-        file = open(i->resolved, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        file = image_open_file(i->resolved);
         if (file < 0)
-                return -errno;
+                return file;
         loop = loop_attach(file, &node);
         if (loop < 0)
                 return loop;

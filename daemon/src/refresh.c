@@ -61,13 +61,16 @@
 static const TuckOptions no_options = {};
 
 Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *report) {
+        const TuckOptions *opts = o ?: &no_options;
+
         return (Run) {
                 .c = c,
-                .o = o ?: &no_options,
+                .o = opts,
                 .verb = verb,
                 .report = report,
                 .staging = STAGING_INIT,
                 .beneath = -1,
+                .budget = context_scan_budget(c, opts->hooks),
         };
 }
 
@@ -536,6 +539,8 @@ static StaleHierarchy stale_hierarchy(Run *run, const TuckHierarchy *h) {
                 .id = h->id,
                 .class = h->class,
                 .policy = run->o->stale_policy ? *run->o->stale_policy : run->c->config.stale_policy,
+                .restart_units = run->c->config.restart_units,
+                .budget = &run->budget,
         };
 }
 
@@ -565,6 +570,7 @@ static void stale_after(Run *run, const TuckHierarchy *h, const Generation *g, d
         StaleHierarchy sh = stale_hierarchy(run, h);
 
         sh.foreign = foreign;
+        sh.generation = g;
         dev_t ours[GENERATION_HISTORY_MAX + 2];
         size_t n = stale_ours(g, replaced, ours, ELEMENTSOF(ours));
         int r;

@@ -165,13 +165,13 @@ int report_error(const Report *r) {
 
 /* "/usr: container web (pid 42, systemd) did not follow (swap, wants ro,nodev): healed" */
 static void print_namespace(const HierarchyReport *h, const HealReport *n, FILE *f) {
-        const char *who = n->view.machine ? "container" : n->view.unit ? "unit" : "process";
+        /* Names are someone else's: escaped, so each namespace stays one line. */
+        _cleanup_free_ char *who = namespace_view_who(&n->view), *comm = name_escape(n->view.comm);
         char want[32];
 
-        fprintf(f, "%s: %s %s (pid %d, %s) did not follow (%s, wants %s): %s\n", h->hierarchy, who,
-                n->view.machine ?: n->view.unit ?: n->view.comm, (int) n->view.pid, n->view.comm,
-                heal_action_to_string(n->action), mount_attr_to_string(n->want_attr, want, sizeof(want)),
-                strna(n->outcome));
+        fprintf(f, "%s: %s (pid %d, %s) did not follow (%s, wants %s): %s\n", h->hierarchy, strna(who),
+                (int) n->view.pid, strna(comm), heal_action_to_string(n->action),
+                mount_attr_to_string(n->want_attr, want, sizeof(want)), strna(n->outcome));
 }
 
 static json_object *namespace_to_json(const HealReport *n) {
@@ -182,6 +182,7 @@ static json_object *namespace_to_json(const HealReport *n) {
         json_object_object_add(o, "pid", json_object_new_int(n->view.pid));
         json_object_object_add(o, "comm", json_object_new_string(n->view.comm));
         json_object_object_add(o, "unit", n->view.unit ? json_object_new_string(n->view.unit) : NULL);
+        json_object_object_add(o, "user_unit", n->view.user_unit ? json_object_new_string(n->view.user_unit) : NULL);
         json_object_object_add(o, "machine", n->view.machine ? json_object_new_string(n->view.machine) : NULL);
         json_object_object_add(o, "action", json_object_new_string(heal_action_to_string(n->action)));
         json_object_object_add(o, "flags", json_object_new_string(mount_attr_to_string(n->view.attr, buf, sizeof(buf))));

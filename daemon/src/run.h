@@ -43,6 +43,7 @@ typedef struct Run {
         size_t *input_index;         /* input -> index in c->hierarchies */
         Plan plan;
         int beneath;                 /* -1: not probed yet */
+        ScanBudget budget;           /* every scan and heal of the run (nsscan.h) */
 } Run;
 
 Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *report);

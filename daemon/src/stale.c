@@ -275,10 +275,15 @@ static void want_witness(NsWant *w, const NamespaceView *v) {
 
 /*
  * Each view's wish: what it has now and what it was known to want (@old,
- * confirmed), with a witness. Saved for the next pass.
+ * confirmed), with a witness. Saved for the next pass. Only wishes beyond
+ * the host's own flags @host_attr are worth a witness and a line in the
+ * file: a swap cannot loosen a namespace below what the host has (the new
+ * overlay never has fewer flags than the top it replaces), and reading a
+ * witness per namespace would make the cost of every swap grow with the
+ * number of namespaces that simply follow.
  */
 static int wants_update(const StaleHierarchy *h, const NsWant *old, size_t n_old, const NamespaceView *views,
-                        size_t n_views, NsWant **ret) {
+                        size_t n_views, uint64_t host_attr, NsWant **ret) {
         NsWant *w = calloc(n_views ?: 1, sizeof(NsWant));
         int r;
 
@@ -289,7 +294,8 @@ static int wants_update(const StaleHierarchy *h, const NsWant *old, size_t n_old
                         .ns_ino = views[i].ns_ino,
                         .attr = (views[i].attr | ns_wanted(old, n_old, views[i].ns_ino)) & TUCK_ATTR_MASK,
                 };
-                want_witness(&w[i], &views[i]);
+                if (w[i].attr & ~host_attr & TUCK_ATTR_MASK)
+                        want_witness(&w[i], &views[i]);
         }
         r = wants_save(h, w, n_views);
         if (r < 0)
@@ -301,17 +307,16 @@ static int wants_update(const StaleHierarchy *h, const NsWant *old, size_t n_old
 /* Does @v show one of our overlays (see stale.h)? @live: the host's top, alive. */
 static bool view_is_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours, size_t n_ours,
                          const NamespaceView *v) {
-        _cleanup_free_ char *source = NULL;
         const ImageClassInfo *info = &image_class_info[h->class];
 
         if (v->error < 0 || v->dev == live)
                 return true;
         if (!dev_in(v->dev, ours, n_ours) && !h->foreign)
                 return false;
-        source = namespace_view_overlay_source(v);
-        if (streq_ptr(source, info->foreign_source))
+        /* The scan read the mount table of every view it could not decide by number. */
+        if (streq_ptr(v->source, info->foreign_source))
                 return true;
-        return dev_in(v->dev, ours, n_ours) && streq_ptr(source, info->overlay_source);
+        return dev_in(v->dev, ours, n_ours) && streq_ptr(v->source, info->overlay_source);
 }
 
 /* Keep the views that show one of our overlays, drop the others. */
@@ -339,15 +344,34 @@ static void keep_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours, si
  * overlay of tuck's or systemd-sysext's; for a take-over every namespace is
  * read, and those on an overlay of systemd-sysext's are kept too.
  */
-static int scan(const StaleHierarchy *h, dev_t live, const dev_t *ours, size_t n_ours,
-                NamespaceView **ret, size_t *ret_n) {
+static int scan(const StaleHierarchy *h, dev_t live, uint64_t host_attr, const dev_t *ours, size_t n_ours,
+                const NsWant *wants, size_t n_wants, NamespaceView **ret, size_t *ret_n) {
+        _cleanup_free_ uint64_t *watch = calloc(n_wants ?: 1, sizeof(uint64_t));
+        NsScanSpec spec = {
+                .root = h->root,
+                .path = h->path,
+                .live = live,
+                .ours = ours,
+                .n_ours = n_ours,
+                .host_attr = host_attr,
+                .watch = watch,
+                .n_watch = n_wants,
+                /* A namespace on the host's top with the host's flags follows every swap by
+                 * propagation and has nothing to lose: not even a pidfd or a name for it. Those
+                 * that want more than they have are watched by inode (their wishes). The others
+                 * are named at the scan, by the process the scan read. */
+                .flags = NSSCAN_SKIP_SELF | NSSCAN_SKIP_FOLLOWING | NSSCAN_IDENTIFY |
+                         (h->foreign ? NSSCAN_ANY_CANDIDATE : 0),
+                .budget = h->budget,
+        };
         int r;
 
-        if (!h->foreign)
-                return namespaces_scan(h->root, h->path, ours, n_ours, NSSCAN_ONLY_OURS | NSSCAN_SKIP_SELF,
-                                       ret, ret_n);
-        r = namespaces_scan(h->root, h->path, ours, n_ours, NSSCAN_SKIP_SELF, ret, ret_n);
-        if (r >= 0)
+        if (!watch)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_wants; i++)
+                watch[i] = wants[i].ns_ino;
+        r = namespaces_scan(&spec, ret, ret_n);
+        if (r >= 0 && h->foreign)
                 keep_ours(h, live, ours, n_ours, *ret, ret_n);
         return r;
 }
@@ -357,6 +381,7 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
         _cleanup_free_ NsWant *old = NULL;
         StaleSnapshot s = {};
         size_t n_old = 0;
+        uint64_t host_attr;
         struct stat st;
         int r;
 
@@ -365,11 +390,14 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
                 return 0;       /* a first merge: nobody can be on an older overlay of ours */
         if (stat(h->path, &st) < 0)
                 return -errno;
-        r = scan(h, st.st_dev, ours, n_ours, &s.views, &s.n_views);
+        r = path_get_mount_attr(AT_FDCWD, h->path, &host_attr);
         if (r < 0)
                 return r;
         (void) wants_load(h, &old, &n_old);
-        r = wants_update(h, old, n_old, s.views, s.n_views, &s.wants);
+        r = scan(h, st.st_dev, host_attr, ours, n_ours, old, n_old, &s.views, &s.n_views);
+        if (r < 0)
+                return r;
+        r = wants_update(h, old, n_old, s.views, s.n_views, host_attr, &s.wants);
         if (r < 0) {
                 stale_snapshot_done(&s);
                 return r;
@@ -384,6 +412,29 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
 }
 
 /* ---- after */
+
+int stale_restart_allowed(const NamespaceView *v, char * const *allowed, const char **ret_reason) {
+        if (!v->unit) {
+                *ret_reason = "no unit";
+                return 0;
+        }
+        /* A user's manager names its units as it likes: its "systemd-reboot.service" is not the
+         * system's. sd_pid_get_unit() says user@UID.service for these; never restart that either. */
+        if (v->user_unit || v->owner_uid != UID_INVALID || startswith(v->unit, "user@")) {
+                *ret_reason = "a user's process, not a system unit's";
+                return 0;
+        }
+        if (!endswith(v->unit, ".service")) {
+                *ret_reason = "its unit is not a service";
+                return 0;
+        }
+        if (!strv_contains(allowed, v->unit)) {
+                *ret_reason = "its unit is not in RestartUnits=";
+                return 0;
+        }
+        *ret_reason = NULL;
+        return 1;
+}
 
 static int restart_unit(sd_bus **bus, const char *unit) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -404,30 +455,108 @@ static int restart_unit(sd_bus **bus, const char *unit) {
         return r;
 }
 
-/* The outcome in words; under restart, the restart (once per unit). */
-static int describe(const StaleHierarchy *h, HealReport *rep, sd_bus **bus, char ***restarted) {
-        const char *unit = rep->view.unit;
+/* Under restart, the restart of @rep's unit (once per unit), if policy and process allow it. */
+static int describe_restart(const StaleHierarchy *h, HealReport *rep, sd_bus **bus, char ***restarted) {
+        _cleanup_free_ char *unit = name_escape(rep->view.unit);
+        const char *reason;
         int r;
 
+        if (!stale_restart_allowed(&rep->view, h->restart_units, &reason))
+                return asprintf_safe(&rep->outcome, "not restarted: %s", reason);
+        /* The unit was read from the process the scan found, by its pidfd: it must still be
+         * running now, not another process given its pid meanwhile. */
+        if (pidfd_check_alive(rep->view.pidfd) < 0)
+                return asprintf_safe(&rep->outcome, "not restarted: its process is gone");
+        if (strv_contains(*restarted, rep->view.unit))
+                return asprintf_safe(&rep->outcome, "restart of %s requested", unit);
+        r = strv_extend(restarted, rep->view.unit);
+        if (r < 0)
+                return r;
+        r = restart_unit(bus, rep->view.unit);
+        if (r < 0)
+                return asprintf_safe(&rep->outcome, "restart of %s failed: %s", unit, strerror(-r));
+        return asprintf_safe(&rep->outcome, "restart of %s requested", unit);
+}
+
+/* The outcome in words; under restart, the restart. */
+static int describe(const StaleHierarchy *h, HealReport *rep, sd_bus **bus, char ***restarted) {
         if (rep->view.error < 0)
-                return asprintf_safe(&rep->outcome, "cannot read its view: %s", strerror(-rep->view.error));
+                return asprintf_safe(&rep->outcome, "cannot read its view: %s", namespace_view_error(&rep->view));
         if (rep->result == 0)
                 return asprintf_safe(&rep->outcome, "healed");
+        if (rep->result == -ESRCH)
+                return asprintf_safe(&rep->outcome, "not healed: its process is gone");
         if (rep->result < 0)
                 return asprintf_safe(&rep->outcome, "heal failed: %s", strerror(-rep->result));
         if (h->policy != STALE_POLICY_RESTART)
                 return asprintf_safe(&rep->outcome, "reported");
-        if (!unit)
-                return asprintf_safe(&rep->outcome, "not restarted: no unit");
-        if (strv_contains(*restarted, unit))
-                return asprintf_safe(&rep->outcome, "restart of %s requested", unit);
-        r = strv_extend(restarted, unit);
-        if (r < 0)
-                return r;
-        r = restart_unit(bus, unit);
-        if (r < 0)
-                return asprintf_safe(&rep->outcome, "restart of %s failed: %s", unit, strerror(-r));
-        return asprintf_safe(&rep->outcome, "restart of %s requested", unit);
+        return describe_restart(h, rep, bus, restarted);
+}
+
+static char *clean_path(const StaleHierarchy *h) {
+        _cleanup_free_ char *name = strjoin(h->id, ".clean");
+
+        return name ? path_join(h->run_dir, "namespaces", name) : NULL;
+}
+
+/* The wishes file as the last scan left it: any other writer (a hand edit) voids the skip. */
+static uint64_t wishes_stamp(const StaleHierarchy *h) {
+        _cleanup_free_ char *path = wants_path(h);
+        struct stat st;
+        uint64_t x = FNV64_INIT;
+
+        if (!path || stat(path, &st) < 0)
+                return 0;
+        x = fnv64(x, &st.st_ino, sizeof(st.st_ino));
+        x = fnv64(x, &st.st_size, sizeof(st.st_size));
+        x = fnv64(x, &st.st_mtim, sizeof(st.st_mtim));
+        return x;
+}
+
+/* The devices a scan looks for: the record's history may change without a swap (a take-over). */
+static uint64_t ours_stamp(const dev_t *ours, size_t n_ours) {
+        return fnv64(FNV64_INIT, ours, n_ours * sizeof(dev_t));
+}
+
+bool stale_scan_needed(const StaleHierarchy *h, const Generation *g, dev_t top_dev, uint64_t top_mnt_id,
+                       const dev_t *ours, size_t n_ours) {
+        _cleanup_free_ char *path = clean_path(h);
+        json_object *o = NULL;
+        bool same;
+
+        if (!path || !g || !g->merged || json_load(path, &o) < 0)
+                return true;
+        same = field_u64(o, "generation") == g->number && field_u64(o, "dev") == (uint64_t) g->overlay_dev &&
+               field_u64(o, "mnt_id") == g->overlay_mnt_id && top_dev == g->overlay_dev &&
+               top_mnt_id == g->overlay_mnt_id && field_u64(o, "wishes") == wishes_stamp(h) &&
+               field_u64(o, "ours") == ours_stamp(ours, n_ours);
+        json_object_put(o);
+        return !same;
+}
+
+/* After a complete scan: clean (nothing behind) at @g, or not. */
+static void clean_record(const StaleHierarchy *h, const Generation *g, dev_t top_dev, uint64_t top_mnt_id,
+                         const dev_t *ours, size_t n_ours, bool clean) {
+        _cleanup_free_ char *path = clean_path(h), *dir = path_join(h->run_dir, "namespaces");
+        json_object *o;
+
+        if (!path || !dir)
+                return;
+        if (!clean || !g || !g->merged || top_dev != g->overlay_dev || top_mnt_id != g->overlay_mnt_id) {
+                (void) unlink(path);
+                return;
+        }
+        o = json_object_new_object();
+        if (!o)
+                return;
+        json_object_object_add(o, "generation", json_object_new_uint64(g->number));
+        json_object_object_add(o, "dev", json_object_new_uint64((uint64_t) g->overlay_dev));
+        json_object_object_add(o, "mnt_id", json_object_new_uint64(g->overlay_mnt_id));
+        json_object_object_add(o, "wishes", json_object_new_uint64(wishes_stamp(h)));
+        json_object_object_add(o, "ours", json_object_new_uint64(ours_stamp(ours, n_ours)));
+        if (mkdir_p(dir, 0755) < 0 || json_save(path, o) < 0)
+                (void) unlink(path);
+        json_object_put(o);
 }
 
 int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, const StaleSnapshot *before,
@@ -440,6 +569,7 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
         NamespaceView *now = NULL;
         HealReport *reports = NULL;
         size_t n_old = 0, n_now = 0, n = 0;
+        uint64_t host_attr = 0, host_mnt_id = 0;
         struct stat st;
         int r;
 
@@ -448,6 +578,15 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
         host_fd = open(h->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (host_fd < 0 || fstat(host_fd, &st) < 0)
                 return -errno;
+        (void) path_get_mount_attr(host_fd, "", &host_attr);
+        (void) path_get_mnt_id(host_fd, "", &host_mnt_id);
+
+        /* Nothing swapped, and nothing was behind at the last complete scan: nothing can be now. */
+        if (!before && !stale_scan_needed(h, h->generation, st.st_dev, host_mnt_id, ours, n_ours)) {
+                log_debug("%s: no namespace was behind generation %" PRIu64 " at its last scan, and it is "
+                          "still in place: not scanned.", h->path, h->generation->number);
+                return 0;
+        }
 
         /* Namespaces on an old overlay of ours, and on the new one (whose flags
          * propagation may have loosened). */
@@ -456,24 +595,22 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
                 return -ENOMEM;
         memcpy(all, ours, n_ours * sizeof(dev_t));
         all[n_ours] = st.st_dev;
-        r = scan(h, st.st_dev, all, n_ours + 1, &now, &n_now);
-        if (r < 0)
-                return r;
 
         /* What each wants: the snapshot before the swap (its witnesses checked again: a
          * namespace may have died meanwhile and its inode gone to another), or what was recorded. */
         if (before) {
                 old = calloc(before->n_views ?: 1, sizeof(NsWant));
-                if (!old) {
-                        namespace_views_free(now, n_now);
+                if (!old)
                         return -ENOMEM;
-                }
                 if (before->wants)
                         memcpy(old, before->wants, before->n_views * sizeof(NsWant));
                 n_old = ns_wants_confirm(old, before->n_views, ns_witness_check, NULL);
         } else
                 (void) wants_load(h, &old, &n_old);
-        r = wants_update(h, old, n_old, now, n_now, &want);
+        r = scan(h, st.st_dev, host_attr, all, n_ours + 1, old, n_old, &now, &n_now);
+        if (r < 0)
+                return r;
+        r = wants_update(h, old, n_old, now, n_now, host_attr, &want);
         if (r >= 0)
                 r = heal_views(h->root, h->path, host_fd, now, n_now, want, n_now,
                                h->policy == STALE_POLICY_HEAL, &reports, &n);
@@ -488,6 +625,7 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
                         return r;
                 }
         }
+        clean_record(h, h->generation, st.st_dev, host_mnt_id, ours, n_ours, n == 0);
         *ret = reports;
         *ret_n = n;
         return 0;

@@ -62,8 +62,11 @@ typedef struct StaleHierarchy {
         const char *id;              /* file-name form of the hierarchy */
         ImageClass class;
         StalePolicy policy;
+        char * const *restart_units; /* RestartUnits=: the only units StalePolicy=restart restarts */
         bool foreign;                /* the swap takes systemd-sysext's overlay over: any
                                       * namespace still on one of its overlays is behind */
+        const Generation *generation;  /* the record now in place (stale_handle(): the no-op skip) */
+        ScanBudget *budget;          /* the run's (nsscan.h) */
 } StaleHierarchy;
 
 /* What was seen before a swap. */
@@ -99,6 +102,28 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
  */
 int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, const StaleSnapshot *before,
                  HealReport **ret, size_t *ret_n);
+
+/*
+ * StalePolicy=restart: may the unit owning @v be restarted? Only a system
+ * service named in @allowed (RestartUnits=) whose process is no user's: a
+ * process below user@UID.service belongs to that user's manager, whatever
+ * its unit is called there. 1 yes, 0 no with *ret_reason (static text)
+ * saying why not.
+ */
+int stale_restart_allowed(const NamespaceView *v, char * const *allowed, const char **ret_reason);
+
+/*
+ * The no-op skip. A hierarchy whose last complete scan (after the swap that
+ * made generation @g, or a later one) left no namespace behind need not be
+ * scanned again while @g is still in place with the same top: a namespace
+ * falls behind only when a swap leaves it on the old overlay, or when it is
+ * made as a copy of one that is behind, and there was none. Recorded in
+ * <run_dir>/namespaces/<id>.clean as { "generation": N, "dev": D, "mnt_id": M,
+ * "wishes": W, "ours": O }: with the wishes file as that scan left it and the
+ * devices it looked for (@ours) by checksum, since both are its inputs too.
+ */
+bool stale_scan_needed(const StaleHierarchy *h, const Generation *g, dev_t top_dev, uint64_t top_mnt_id,
+                       const dev_t *ours, size_t n_ours);
 
 /* ---- what namespaces want (see above); pure but for ns_witness_read() and ns_witness_check() */
 

@@ -12,6 +12,8 @@
 #include "swap.h"
 #include "util.h"
 
+#define STATUS_SCAN_USEC_MAX (2 * USEC_PER_SEC)
+
 ImageList *image_list_free(ImageList *l) {
         if (!l)
                 return NULL;
@@ -114,7 +116,12 @@ Status *status_free(Status *s) {
 
 int tuck_status(TuckContext *c, Status **ret) {
         Status *s = calloc(1, sizeof(Status));
+        /* A look, not a refresh: a smaller budget for all the namespaces. */
+        ScanBudget budget = context_scan_budget(c, NULL);
         int r;
+
+        if (budget.refresh_usec > STATUS_SCAN_USEC_MAX)
+                budget.refresh_usec = STATUS_SCAN_USEC_MAX;
 
         if (!s)
                 return -ENOMEM;
@@ -143,7 +150,7 @@ int tuck_status(TuckContext *c, Status **ret) {
                 (void) path_get_mount_attr(AT_FDCWD, h->hierarchy->full, &h->attr);
                 if (!h->generation.merged && h->generation.n_history == 0)
                         continue;
-                r = nsscan_hierarchy(c->root, h->hierarchy->full, &h->generation, &h->views, &h->n_views);
+                r = nsscan_hierarchy(c->root, h->hierarchy->full, &h->generation, &budget, &h->views, &h->n_views);
                 if (r < 0) {
                         status_free(s);
                         return r;
@@ -154,22 +161,24 @@ int tuck_status(TuckContext *c, Status **ret) {
 }
 
 static void print_view(const NamespaceView *v, FILE *f) {
+        _cleanup_free_ char *comm = name_escape(v->comm), *who = NULL;
         char flags[48];
 
-        fprintf(f, "    mnt:[%" PRIu64 "] pid %d (%s)", v->ns_ino, (int) v->pid, v->comm);
-        if (v->unit)
-                fprintf(f, " unit %s", v->unit);
-        if (v->machine)
-                fprintf(f, " container %s", v->machine);
+        fprintf(f, "    mnt:[%" PRIu64 "] pid %d (%s)", v->ns_ino, (int) v->pid, strna(comm));
+        if (v->unit || v->machine) {
+                who = namespace_view_who(v);
+                fprintf(f, " %s", strna(who));
+        }
         fprintf(f, ": %s", ns_view_state_to_string(v->state));
         if (v->state == NS_VIEW_UNREADABLE) {
-                fprintf(f, " (%s), %u process%s\n", strerror(-v->error), v->n_processes, v->n_processes == 1 ? "" : "es");
+                fprintf(f, " (%s), %u process%s\n", namespace_view_error(v), v->n_processes,
+                        v->n_processes == 1 ? "" : "es");
                 return;
         }
         if (v->state == NS_VIEW_STALE)
                 fprintf(f, " (generation %" PRIu64 ")", v->generation);
-        fprintf(f, ", %s, %u process%s\n", mount_attr_to_string(v->attr, flags, sizeof(flags)), v->n_processes,
-                v->n_processes == 1 ? "" : "es");
+        fprintf(f, ", %s, %u process%s\n", v->attr_known ? mount_attr_to_string(v->attr, flags, sizeof(flags)) :
+                "flags unknown", v->n_processes, v->n_processes == 1 ? "" : "es");
 }
 
 void status_print(const Status *s, FILE *f) {
@@ -251,15 +260,17 @@ json_object *status_to_json(const Status *s) {
                         json_object_object_add(y, "comm", json_object_new_string(v->comm));
                         json_object_object_add(y, "processes", json_object_new_int((int) v->n_processes));
                         json_object_object_add(y, "unit", v->unit ? json_object_new_string(v->unit) : NULL);
+                        json_object_object_add(y, "user_unit", v->user_unit ? json_object_new_string(v->user_unit) : NULL);
                         json_object_object_add(y, "machine", v->machine ? json_object_new_string(v->machine) : NULL);
                         json_object_object_add(y, "own_root", json_object_new_boolean(v->own_root));
                         json_object_object_add(y, "state", json_object_new_string(ns_view_state_to_string(v->state)));
                         if (v->error < 0)
-                                json_object_object_add(y, "error", json_object_new_string(strerror(-v->error)));
+                                json_object_object_add(y, "error", json_object_new_string(namespace_view_error(v)));
                         json_object_object_add(y, "generation", json_object_new_uint64(v->generation));
                         json_object_object_add(y, "dev", dev ? json_object_new_string(dev) : NULL);
                         json_object_object_add(y, "mount_id", json_object_new_uint64(v->mnt_id));
-                        json_object_object_add(y, "flags", json_object_new_string(mount_attr_to_string(v->attr, flags, sizeof(flags))));
+                        json_object_object_add(y, "flags", v->attr_known ?
+                                               json_object_new_string(mount_attr_to_string(v->attr, flags, sizeof(flags))) : NULL);
                         free(dev);
                         json_object_array_add(views, y);
                 }

@@ -54,6 +54,9 @@ typedef struct TuckHooks {
         int (*before_swap)(const TuckSwapEvent *e, void *userdata);
         /* After the swap and the generation record. */
         void (*after_swap)(const TuckSwapEvent *e, void *userdata);
+        /* Often (at least every 100 ms) while a scan or a heal waits on someone else's
+         * namespace, within the run's budget: tuckd feeds its watchdog here. */
+        void (*keepalive)(void *userdata);
         void *userdata;
 } TuckHooks;
 
@@ -71,6 +74,14 @@ typedef struct TuckOptions {
 /* root: "/" on a real host or a prefix (tests); config: NULL for <root>/etc/tuck/tuck.conf. */
 int tuck_context_new(const char *root, const char *config, TuckContext **ret, char **ret_error);
 TuckContext *tuck_context_free(TuckContext *c);
+/*
+ * Re-read tuck.conf's policy (StalePolicy=, RestartUnits=, [Policy], [Scan])
+ * into @c; search directories and hierarchies stay as they were. On failure
+ * @c is unchanged.
+ */
+int tuck_context_reload_policy(TuckContext *c, char **ret_error);
+/* What every wait on other namespaces calls when no TuckHooks.keepalive is given (status, list). */
+void tuck_context_set_keepalive(TuckContext *c, void (*keepalive)(void *userdata), void *userdata);
 
 const char *tuck_context_root(const TuckContext *c);
 const char *tuck_context_run_dir(const TuckContext *c);       /* <root>/run/tuck */

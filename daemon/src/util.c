@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -368,6 +369,22 @@ static void dir_stack_pop(DirStack *s, bool to_root) {
 }
 
 /*
+ * The file type behind an O_PATH fd, from what the kernel has cached: a
+ * plain fstat() asks the file system, and FUSE or NFS may answer slowly, or
+ * never (a FUSE server that hung).
+ */
+static int fd_type(int fd, mode_t *ret) {
+        struct statx sx;
+
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) < 0)
+                return -errno;
+        if (!(sx.stx_mask & STATX_TYPE))
+                return -EOPNOTSUPP;
+        *ret = sx.stx_mode & S_IFMT;
+        return 0;
+}
+
+/*
  * openat_in_root() without openat2(): one component at a time, each opened
  * O_PATH|O_NOFOLLOW below the directory before it, so the kernel never
  * resolves anything outside root_fd. A symlink is read and its target walked
@@ -379,7 +396,7 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
         _cleanup_free_ char *todo = strdup(path);
         unsigned links = 0;
         const char *rest;
-        struct stat st;
+        mode_t mode;
         char proc[64];
         int fd, r;
 
@@ -412,15 +429,15 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
                 fd = RET_NERRNO(openat(s.fds[s.n - 1], c, O_PATH | O_NOFOLLOW | O_CLOEXEC));
                 if (fd < 0)
                         return fd;
-                if (fstat(fd, &st) < 0) {
-                        r = -errno;
+                r = fd_type(fd, &mode);
+                if (r < 0) {
                         safe_close(fd);
                         return r;
                 }
-                if (!S_ISLNK(st.st_mode)) {
+                if (!S_ISLNK(mode)) {
                         /* As the kernel: "file/", "file/." and "file/.." are ENOTDIR
                          * (our ".." would otherwise go back to the directory). */
-                        if (!S_ISDIR(st.st_mode) && *rest) {
+                        if (!S_ISDIR(mode) && *rest) {
                                 safe_close(fd);
                                 return -ENOTDIR;
                         }
@@ -451,9 +468,10 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
         }
 
         fd = s.fds[s.n - 1];
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if ((flags & O_DIRECTORY) && !S_ISDIR(st.st_mode))
+        r = fd_type(fd, &mode);
+        if (r < 0)
+                return r;
+        if ((flags & O_DIRECTORY) && !S_ISDIR(mode))
                 return -ENOTDIR;
         if (flags & O_PATH)
                 return RET_NERRNO(fcntl(fd, F_DUPFD_CLOEXEC, 3));
@@ -486,6 +504,26 @@ int openat_in_root(int root_fd, const char *path, int flags) {
                 openat2_refused = true;
         }
         return openat_in_root_by_hand(root_fd, path, flags);
+}
+
+int openat_in_root_cached(int root_fd, const char *path, int flags) {
+        /* The same rule as openat_in_root(): refused once, refused for good. */
+        static bool refused = false;
+        struct open_how how = {
+                .flags = flags | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_CACHED,
+        };
+        int fd;
+
+        if (refused)
+                return -EOPNOTSUPP;
+        fd = RET_NERRNO((int) syscall(SYS_openat2, root_fd, path, &how, sizeof(how)));
+        /* ENOSYS/EPERM: seccomp or Linux < 5.6; EINVAL: RESOLVE_CACHED unknown (< 5.12). */
+        if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL) {
+                refused = true;
+                return -EOPNOTSUPP;
+        }
+        return fd;
 }
 
 int proc_open(pid_t pid, const char *what, int flags) {
@@ -522,4 +560,49 @@ uint64_t fnv64(uint64_t h, const void *data, size_t n) {
                 h *= UINT64_C(0x100000001b3);
         }
         return h;
+}
+
+char *name_escape(const char *s) {
+        static const char hex[] = "0123456789abcdef";
+        char *r, *p;
+
+        if (!s)
+                return NULL;
+        r = p = malloc(strlen(s) * 4 + 1);
+        if (!r)
+                return NULL;
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+
+                if (c < 0x20 || c >= 0x7f || c == '\\') {
+                        *p++ = '\\';
+                        *p++ = 'x';
+                        *p++ = hex[c >> 4];
+                        *p++ = hex[c & 0xf];
+                } else
+                        *p++ = (char) c;
+        }
+        *p = 0;
+        return r;
+}
+
+int pidfd_open_above_stdio(pid_t pid) {
+        int fd, moved;
+
+        fd = RET_NERRNO((int) syscall(SYS_pidfd_open, pid, 0));
+        if (fd < 0 || fd > 2)
+                return fd;
+        /* Never hold a pidfd as 0, 1 or 2 (a daemon started with them closed). */
+        moved = RET_NERRNO(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        safe_close(fd);
+        return moved;
+}
+
+int pidfd_check_alive(int pidfd) {
+        if (pidfd < 0)
+                return -ESRCH;
+        /* Signal 0: no signal, only the check that the process is still there. */
+        if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+                return errno == EPERM ? 0 : -errno;
+        return 0;
 }

@@ -85,8 +85,28 @@ int mkdir_p(const char *path, mode_t mode);
  * refused (seccomp, e.g. systemd's RestrictSUIDSGID=) or missing.
  */
 int openat_in_root(int root_fd, const char *path, int flags);
+/*
+ * openat_in_root() from the kernel's caches only (openat2 RESOLVE_CACHED): a
+ * lookup that would have to ask a file system (a dentry not cached, FUSE or
+ * NFS revalidation) fails with -EAGAIN instead of waiting for it, so this
+ * never blocks. -EOPNOTSUPP where openat2() or RESOLVE_CACHED is refused or
+ * missing (seccomp, Linux < 5.12): the caller resolves elsewhere.
+ */
+int openat_in_root_cached(int root_fd, const char *path, int flags);
 /* open("/proc/PID/WHAT", flags | O_CLOEXEC) */
 int proc_open(pid_t pid, const char *what, int flags);
+
+/*
+ * A name someone else chose (a process's comm, a unit or container name),
+ * fit for one line of a log, a report or a signal: control characters,
+ * bytes >= 0x7f and backslashes as \xNN. NULL for NULL or on -ENOMEM.
+ */
+char *name_escape(const char *s);
+
+/* Processes. pidfd_open(), never returned as fd 0, 1 or 2 (CLOEXEC). */
+int pidfd_open_above_stdio(pid_t pid);
+/* 0 while the process behind @pidfd runs (or is a zombie not yet reaped), -ESRCH once it is gone. */
+int pidfd_check_alive(int pidfd);
 
 /* Monotonic and realtime clocks in microseconds. */
 uint64_t now_usec(clockid_t clock);

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
+#include "util.h"
 
 static int check_caller_is_root(sd_bus_message *msg, const char *method, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
@@ -79,23 +80,25 @@ static int method_unmerge(sd_bus_message *msg, void *userdata, sd_bus_error *err
         return method_verb(msg, userdata, ENGINE_UNMERGE, "Unmerge", error);
 }
 
-static int method_json(sd_bus_message *msg, Manager *m, int (*get)(Engine *, char **, char **),
-                       const char *method, sd_bus_error *error) {
-        _cleanup_free_ char *json = NULL, *reason = NULL;
+/* Anyone may ask: answered from what tuckd keeps (manager_status_json()), never a scan per call. */
+static int method_json(sd_bus_message *msg, Manager *m,
+                       int (*get)(Manager *, const char **, const char **), const char *method,
+                       sd_bus_error *error) {
+        const char *json = NULL, *reason = NULL;
         int r;
 
-        r = get(m->engine, &json, &reason);
+        r = get(m, &json, &reason);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "%s failed: %s", method, reason ?: strerror(-r));
-        return sd_bus_reply_method_return(msg, "s", json);
+        return sd_bus_reply_method_return(msg, "s", strempty(json));
 }
 
 static int method_status(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return method_json(msg, userdata, engine_status_json, "Status", error);
+        return method_json(msg, userdata, manager_status_json, "Status", error);
 }
 
 static int method_list(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        return method_json(msg, userdata, engine_list_json, "List", error);
+        return method_json(msg, userdata, manager_list_json, "List", error);
 }
 
 static int property_get_generations(sd_bus *bus, const char *path, const char *interface,
@@ -192,11 +195,17 @@ void manager_emit_counters(Manager *m) {
 }
 
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome) {
+        _cleanup_free_ char *comm = NULL, *unit = NULL, *machine = NULL;
+
         if (!m->bus)
                 return 0;
+        /* Escaped as in the journal: whoever prints a signal gets one line per name. */
+        comm = name_escape(r->view.comm);
+        unit = name_escape(r->view.unit);
+        machine = name_escape(r->view.machine);
         return sd_bus_emit_signal(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, "NamespaceStale",
-                                  "sussss" "s", hierarchy, (uint32_t) r->view.pid, r->view.comm,
-                                  r->view.unit ?: "", r->view.machine ?: "",
+                                  "sussss" "s", hierarchy, (uint32_t) r->view.pid, strempty(comm),
+                                  strempty(unit), strempty(machine),
                                   heal_action_to_string(r->action), outcome);
 }
 

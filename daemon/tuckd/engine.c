@@ -132,6 +132,13 @@ static int hook_before(const TuckSwapEvent *ev, void *userdata) {
         return 0;       /* healing never blocks the host's swap */
 }
 
+static void hook_keepalive(void *userdata) {
+        Engine *e = userdata;
+
+        if (e->hooks && e->hooks->keepalive)
+                e->hooks->keepalive(e->hooks->userdata);
+}
+
 static void hook_after(const TuckSwapEvent *ev, void *userdata) {
         Engine *e = userdata;
         EngineSwap s = swap_from_event(e, ev);
@@ -186,7 +193,12 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, c
                 [ENGINE_UNMERGE] = tuck_unmerge,
         };
         _cleanup_report_ Report *report = NULL;
-        TuckHooks th = { .before_swap = hook_before, .after_swap = hook_after, .userdata = e };
+        TuckHooks th = {
+                .before_swap = hook_before,
+                .after_swap = hook_after,
+                .keepalive = hook_keepalive,
+                .userdata = e,
+        };
         TuckOptions o = {
                 .force = flags & TUCK_BUS_FLAG_FORCE,
                 .allow_downgrade = flags & TUCK_BUS_FLAG_ALLOW_DOWNGRADE,
@@ -241,11 +253,30 @@ int engine_list_json(Engine *e, char **ret, char **ret_error) {
         ImageList *l = NULL;
         int r;
 
-        r = tuck_list(e->ctx, &(TuckOptions) {}, &l, ret_error);
+        /* Never wait for another's lock here: tuckd's loop must not stop for a tuckctl. */
+        r = tuck_list(e->ctx, &(TuckOptions) { .no_block = true }, &l, ret_error);
         if (r < 0)
                 return r;
         r = json_to_string(image_list_to_json(l), ret);
         image_list_free(l);
+        return r;
+}
+
+void engine_set_keepalive(Engine *e, void (*keepalive)(void *userdata), void *userdata) {
+        tuck_context_set_keepalive(e->ctx, keepalive, userdata);
+}
+
+int engine_probe(Engine *e) {
+        return tuck_beneath_supported(e->ctx);
+}
+
+int engine_reload(Engine *e) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = tuck_context_reload_policy(e->ctx, &error);
+        if (r < 0)
+                log_warning("Keeping libtuck's previous policy: %s", error ?: strerror(-r));
         return r;
 }
 

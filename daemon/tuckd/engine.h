@@ -60,6 +60,8 @@ typedef struct EngineHooks {
         void (*after_swap)(const EngineSwap *s, void *userdata);
         /* Once the verb is done: each namespace that did not follow, and what became of it. */
         void (*namespace)(size_t hierarchy, uint64_t generation, const HealReport *r, void *userdata);
+        /* Often, while a scan or heal waits on other namespaces (TuckHooks.keepalive). */
+        void (*keepalive)(void *userdata);
         void *userdata;
 } EngineHooks;
 
@@ -76,6 +78,15 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, c
 /* tuckctl status --json / list --json, as one string each; on failure maybe a reason (owned). */
 int engine_status_json(Engine *e, char **ret, char **ret_error);
 int engine_list_json(Engine *e, char **ret, char **ret_error);
+
+/* SIGHUP: tuck.conf's policy again (StalePolicy=, RestartUnits=, [Scan]); not the directories. */
+int engine_reload(Engine *e);
+
+/* Called while any scan waits (Status too), whatever the verb's hooks say. */
+void engine_set_keepalive(Engine *e, void (*keepalive)(void *userdata), void *userdata);
+
+/* Does the kernel have MOVE_MOUNT_BENEATH? Probed once (a scratch namespace), then remembered. */
+int engine_probe(Engine *e);
 
 /* On start: adopt what is mounted, clean staging a killed refresh left. */
 int engine_recover(Engine *e);

@@ -51,6 +51,7 @@ int manager_new(const char *root, const char *config_path, Manager **ret) {
         r = engine_new(m->root, m->config_path, &m->engine);
         if (r < 0)
                 return r;
+        engine_set_keepalive(m->engine, manager_keepalive, m);
 
         m->n_hierarchies = engine_hierarchies(m->engine, &paths);
         m->hierarchies = calloc(m->n_hierarchies ?: 1, sizeof *m->hierarchies);
@@ -67,9 +68,17 @@ int manager_new(const char *root, const char *config_path, Manager **ret) {
         return 0;
 }
 
+static void json_cache_done(JsonCache *c) {
+        free(c->json);
+        free(c->error);
+        *c = (JsonCache) {};
+}
+
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
+        json_cache_done(&m->status);
+        json_cache_done(&m->list);
         manager_unwatch_images(m);
         sd_event_source_disable_unref(m->refresh_timer);
         sd_event_source_disable_unref(m->rewatch);
@@ -129,15 +138,19 @@ static int manager_adopt_generations(Manager *m, bool emit) {
 
 static void log_namespace(Manager *m, const Hierarchy *h, uint64_t generation, const HealReport *r,
                           const char *outcome) {
+        /* Names are someone else's (a comm is whatever the process set): escaped everywhere,
+         * so a name with a newline cannot make a line or a journal field of its own. */
+        _cleanup_free_ char *who = namespace_view_who(&r->view), *comm = name_escape(r->view.comm),
+                *unit = name_escape(r->view.unit), *user_unit = name_escape(r->view.user_unit),
+                *machine = name_escape(r->view.machine);
         char pid[16], want[32], now[32];
-        const char *who = r->view.machine ? "container" : r->view.unit ? "unit" : "process";
-        const char *name = r->view.machine ?: r->view.unit ?: r->view.comm;
         const char *fields[] = {
                 "TUCK_HIERARCHY", h->path,
                 "TUCK_PID", pid,
-                "TUCK_COMM", r->view.comm,
-                "TUCK_UNIT", r->view.unit ?: "",
-                "TUCK_MACHINE", r->view.machine ?: "",
+                "TUCK_COMM", strempty(comm),
+                "TUCK_UNIT", strempty(unit),
+                "TUCK_USER_UNIT", strempty(user_unit),
+                "TUCK_MACHINE", strempty(machine),
                 "TUCK_ACTION", heal_action_to_string(r->action),
                 "TUCK_FLAGS", mount_attr_to_string(r->want_attr, want, 32),
                 "TUCK_OUTCOME", outcome,
@@ -148,8 +161,8 @@ static void log_namespace(Manager *m, const Hierarchy *h, uint64_t generation, c
         log_event(r->result == 0 ? MESSAGE_ID_HEALED : MESSAGE_ID_STALE,
                   r->result < 0 ? LOG_ERR : r->result == 0 ? LOG_INFO : LOG_WARNING,
                   fields,
-                  "%s: %s %s (pid %d, %s) did not follow generation %" PRIu64 " (%s, flags %s now %s): %s",
-                  h->path, who, name, (int) r->view.pid, r->view.comm, generation,
+                  "%s: %s (pid %d, %s) did not follow generation %" PRIu64 " (%s, flags %s now %s): %s",
+                  h->path, strna(who), (int) r->view.pid, strna(comm), generation,
                   heal_action_to_string(r->action), want, mount_attr_to_string(r->view.attr, now, 32), outcome);
         (void) manager_emit_namespace(m, h->path, r, outcome);
 }
@@ -200,6 +213,58 @@ static void on_namespace(size_t hierarchy, uint64_t generation, const HealReport
         log_namespace(m, m->hierarchies + hierarchy, generation, r, r->outcome ?: "unknown");
 }
 
+void manager_keepalive(void *userdata) {
+        Manager *m = userdata;
+        uint64_t now;
+
+        if (m->watchdog_usec == 0)
+                return;
+        now = now_usec(CLOCK_MONOTONIC);
+        if (now - m->watchdog_last < m->watchdog_usec / 4)
+                return;
+        m->watchdog_last = now;
+        (void) sd_notify(false, "WATCHDOG=1");
+}
+
+static void json_cache_make(JsonCache *c, int (*make)(Engine *, char **, char **), Engine *e) {
+        JsonCache n = {};
+
+        n.result = make(e, &n.json, &n.error);
+        n.usec = now_usec(CLOCK_MONOTONIC);
+        /* Someone else's refresh holds the lock: the last answer stands until ours. */
+        if (n.result == -EBUSY && c->usec != 0) {
+                json_cache_done(&n);
+                return;
+        }
+        json_cache_done(c);
+        *c = n;
+}
+
+static int json_cache_get(const JsonCache *c, const char **ret_json, const char **ret_error) {
+        *ret_json = c->json;
+        *ret_error = c->error;
+        return c->result < 0 ? c->result : 0;
+}
+
+int manager_status_json(Manager *m, const char **ret_json, const char **ret_error) {
+        /* However often anyone asks: one scan of the namespaces per STATUS_CACHE_USEC. */
+        if (m->status.usec == 0 || now_usec(CLOCK_MONOTONIC) - m->status.usec >= STATUS_CACHE_USEC) {
+                uint64_t start = now_usec(CLOCK_MONOTONIC);
+
+                json_cache_make(&m->status, engine_status_json, m->engine);
+                log_debug("Status made again (every namespace scanned) in %" PRIu64 " ms.",
+                          (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_MSEC);
+        }
+        return json_cache_get(&m->status, ret_json, ret_error);
+}
+
+int manager_list_json(Manager *m, const char **ret_json, const char **ret_error) {
+        /* Made after every verb (manager_run()): an unprivileged List never mounts an image. */
+        if (m->list.usec == 0)
+                json_cache_make(&m->list, engine_list_json, m->engine);
+        return json_cache_get(&m->list, ret_json, ret_error);
+}
+
 static void log_refused(EngineVerb verb, const char *trigger, const char *reason) {
         const char *fields[] = {
                 "TUCK_VERB", engine_verb_to_string(verb),
@@ -231,9 +296,14 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
                        &(EngineHooks) {
                                .after_swap = on_after_swap,
                                .namespace = on_namespace,
+                               .keepalive = manager_keepalive,
                                .userdata = m,
                        },
                        &error);
+
+        /* What Status and List answer from now on: what this verb left. */
+        json_cache_done(&m->status);
+        json_cache_make(&m->list, engine_list_json, m->engine);
 
         /* Whatever the verb said, the mount table is the truth. */
         changed = manager_adopt_generations(m, true);
@@ -314,6 +384,9 @@ int manager_start(Manager *m) {
         r = engine_recover(m->engine);
         if (r < 0)
                 log_error_errno(r, "Failed to recover the state of a previous run: %m");
+        /* Now, once: Status reports it and must not mount anything when asked. */
+        (void) engine_probe(m->engine);
+        (void) sd_watchdog_enabled(false, &m->watchdog_usec);
 
         (void) manager_adopt_generations(m, false);
         for (size_t i = 0; i < m->n_hierarchies; i++)
@@ -346,8 +419,10 @@ int manager_reload(Manager *m) {
         r = daemon_config_load(m->config_path, &c);
         if (r < 0)
                 log_warning("Keeping the previous configuration: '%s' is invalid.", m->config_path);
-        else
+        else {
                 m->config = c;
+                (void) engine_reload(m->engine);
+        }
 
         manager_unwatch_images(m);
         if (m->config.watch)

@@ -17,6 +17,17 @@ typedef struct Hierarchy {
         bool logged;                    /* this run's change is logged already */
 } Hierarchy;
 
+/* An answer to Status or List, kept (tuckd(8) "STATUS AND LIST"). */
+typedef struct JsonCache {
+        char *json;
+        char *error;                    /* why it could not be made */
+        int result;
+        uint64_t usec;                  /* CLOCK_MONOTONIC when made; 0: none */
+} JsonCache;
+
+/* Status is made again when asked for if older than this; List after every verb. */
+#define STATUS_CACHE_USEC (5 * USEC_PER_SEC)
+
 typedef struct Manager {
         sd_event *event;
         sd_bus *bus;
@@ -41,6 +52,11 @@ typedef struct Manager {
         uint64_t refresh_count;         /* verbs run (merge/refresh/unmerge), any outcome */
         uint64_t swap_count;            /* of those, how many changed a generation */
         uint64_t heal_count;            /* namespaces healed */
+
+        JsonCache status, list;
+
+        uint64_t watchdog_usec;         /* WATCHDOG_USEC=, 0: no watchdog */
+        uint64_t watchdog_last;         /* when we last said WATCHDOG=1 ourselves */
 } Manager;
 
 int manager_new(const char *root, const char *config_path, Manager **ret);
@@ -59,6 +75,17 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
 void manager_schedule_refresh(Manager *m, const char *why);
 
 void manager_notify_status(Manager *m);
+
+/*
+ * Status and List as JSON, for any caller: no lock, no mount, no scan per
+ * call. Status is made at most every STATUS_CACHE_USEC (and after a verb);
+ * List is made after every verb, by root's refresh, and answered from there.
+ */
+int manager_status_json(Manager *m, const char **ret_json, const char **ret_error);
+int manager_list_json(Manager *m, const char **ret_json, const char **ret_error);
+
+/* While a verb waits on other namespaces: WATCHDOG=1, at most every quarter of the interval. */
+void manager_keepalive(void *userdata);
 
 /* watch.c */
 int manager_watch_images(Manager *m);

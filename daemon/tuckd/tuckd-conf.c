@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,37 +11,6 @@
 #include "macro.h"
 #include "tuckd-conf.h"
 #include "util.h"
-
-int parse_timespan(const char *s, uint64_t *ret) {
-        static const struct {
-                const char *suffix;
-                uint64_t usec;
-        } units[] = {
-                { "",    USEC_PER_SEC },
-                { "s",   USEC_PER_SEC },
-                { "sec", USEC_PER_SEC },
-                { "ms",  USEC_PER_MSEC },
-                { "msec", USEC_PER_MSEC },
-                { "min", 60 * USEC_PER_SEC },
-        };
-        char *end;
-        double v;
-
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno != 0 || end == s || v < 0 || !isfinite(v))
-                return -EINVAL;
-        while (isspace((unsigned char) *end))
-                end++;
-        for (size_t i = 0; i < ELEMENTSOF(units); i++)
-                if (strcmp(end, units[i].suffix) == 0) {
-                        if (v * units[i].usec > (double) UINT64_MAX / 2)
-                                return -ERANGE;
-                        *ret = (uint64_t) (v * units[i].usec);
-                        return 0;
-                }
-        return -EINVAL;
-}
 
 static int config_assign(DaemonConfig *c, const char *key, const char *value) {
         int r;
@@ -63,8 +30,8 @@ static int config_assign(DaemonConfig *c, const char *key, const char *value) {
                 if (p < 0)
                         return p;
                 c->stale_policy = p;
-        } else
-                return -ENOENT;
+        } else if (strcmp(key, "RestartUnits") != 0)
+                return -ENOENT;         /* RestartUnits= is libtuck's (config.c) */
         return 0;
 }
 

@@ -9,10 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "heal.h"
-
-#define USEC_PER_SEC UINT64_C(1000000)
-#define USEC_PER_MSEC UINT64_C(1000)
 
 typedef struct DaemonConfig {
         bool watch;                     /* Watch=: refresh when image directories change */
@@ -31,6 +29,3 @@ typedef struct DaemonConfig {
 
 /* Parse @path into @c (defaults first). A missing file is not an error. */
 int daemon_config_load(const char *path, DaemonConfig *c);
-
-/* "1.5", "2s", "500ms", "1min" → microseconds. */
-int parse_timespan(const char *s, uint64_t *ret);

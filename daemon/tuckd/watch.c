@@ -15,8 +15,11 @@
  * taken on a file open for writing, which tells without scanning /proc.
  *
  * A directory that does not exist yet is covered by watching its nearest
- * existing ancestor for the creation of the next path component; when that
- * happens all watches are rebuilt.
+ * existing ancestor for the creation of the next path component, that name
+ * only: on Debian 12 most search directories are missing, and their
+ * ancestors (/etc, /run, /var/lib) change all the time (passwd, a login's
+ * /run/user/UID) without any of it being an image. When the component
+ * appears all watches are rebuilt and a refresh follows.
  */
 
 #include <dirent.h>
@@ -78,17 +81,38 @@ static int on_image_dir(sd_event_source *s, const struct inotify_event *ev, void
         return 0;
 }
 
-static int on_ancestor(sd_event_source *s, const struct inotify_event *ev, void *userdata) {
-        Manager *m = userdata;
+/* An ancestor of a missing image directory, and the one name in it that matters. */
+typedef struct AncestorWatch {
+        Manager *manager;
+        char *component;        /* "extensions" for /etc/extensions under /etc */
+} AncestorWatch;
 
-        /* Something appeared on the way to an image directory: re-resolve. */
+static void ancestor_watch_free(void *userdata) {
+        AncestorWatch *a = userdata;
+
+        free(a->component);
+        free(a);
+}
+
+static int on_ancestor(sd_event_source *s, const struct inotify_event *ev, void *userdata) {
+        AncestorWatch *a = userdata;
+        Manager *m = a->manager;
+
+        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_Q_OVERFLOW)) {
+                rewatch_later(m);       /* the ancestor itself went: find the next one */
+                return 0;
+        }
+        /* /etc/passwd, /run/user/1000: not on the way to an image directory. */
+        if (ev->len == 0 || !streq(ev->name, a->component))
+                return 0;
+        log_debug("'%s' appeared on the way to an image directory.", ev->name);
         rewatch_later(m);
-        if (ev->mask & (IN_CREATE | IN_MOVED_TO))
-                manager_schedule_refresh(m, "image directory appeared");
+        manager_schedule_refresh(m, "image directory appeared");
         return 0;
 }
 
-static int add_watch(Manager *m, const char *path, uint32_t mask, sd_event_inotify_handler_t cb) {
+static int add_watch(Manager *m, const char *path, uint32_t mask, sd_event_inotify_handler_t cb,
+                     void *userdata, sd_event_destroy_t destroy) {
         sd_event_source **w;
         int r;
 
@@ -96,16 +120,36 @@ static int add_watch(Manager *m, const char *path, uint32_t mask, sd_event_inoti
         if (!w)
                 return -ENOMEM;
         m->watches = w;
-        r = sd_event_add_inotify(m->event, &m->watches[m->n_watches], path, mask, cb, m);
+        r = sd_event_add_inotify(m->event, &m->watches[m->n_watches], path, mask, cb, userdata);
         if (r < 0)
                 return r;
+        if (destroy)
+                (void) sd_event_source_set_destroy_callback(m->watches[m->n_watches], destroy);
         m->n_watches++;
         return 0;
 }
 
+static int add_ancestor_watch(Manager *m, const char *ancestor, const char *component) {
+        AncestorWatch *a = calloc(1, sizeof *a);
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        a->manager = m;
+        a->component = strdup(component);
+        if (!a->component) {
+                free(a);
+                return -ENOMEM;
+        }
+        r = add_watch(m, ancestor, ANCESTOR_MASK, on_ancestor, a, ancestor_watch_free);
+        if (r < 0)
+                ancestor_watch_free(a);
+        return r;
+}
+
 /* Watch @dir, or its nearest existing ancestor if it does not exist yet. */
 static int watch_dir(Manager *m, const char *dir) {
-        char p[PATH_MAX];
+        char p[PATH_MAX], component[NAME_MAX + 1] = "";
         struct stat st;
         int r;
 
@@ -114,18 +158,21 @@ static int watch_dir(Manager *m, const char *dir) {
         strcpy(p, dir);
 
         if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-                r = add_watch(m, p, IMAGE_DIR_MASK, on_image_dir);
+                r = add_watch(m, p, IMAGE_DIR_MASK, on_image_dir, m, NULL);
                 if (r < 0)
                         return log_error_errno(r, "Failed to watch '%s': %m", p);
                 log_debug("Watching '%s'.", p);
                 return 0;
         }
 
+        /* Up to the nearest directory that exists; @component is the name below it. */
         for (;;) {
                 char *slash = strrchr(p, '/');
 
                 if (!slash)
                         return 0;
+                if (slash[1] != 0)
+                        snprintf(component, sizeof component, "%s", slash + 1);
                 if (slash == p)
                         slash[1] = 0;           /* "/" */
                 else
@@ -135,10 +182,10 @@ static int watch_dir(Manager *m, const char *dir) {
                 if (slash == p)
                         return 0;
         }
-        r = add_watch(m, p, ANCESTOR_MASK, on_ancestor);
+        r = add_ancestor_watch(m, p, component);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch '%s' for '%s' to appear: %m", p, dir);
-        log_debug("Watching '%s' for '%s' to appear.", p, dir);
+        log_debug("Watching '%s' for '%s' to appear (for '%s').", p, component, dir);
         return 0;
 }
 

@@ -120,7 +120,8 @@ start_bus
 "$FAKE_SYSTEMD" "$LOGS"/restarts >>"$LOGS"/fake-systemd.log 2>&1 &
 pids+=($!)
 for ((i = 0; i < 100; i++)); do bctl status org.freedesktop.systemd1 >/dev/null 2>&1 && break; sleep 0.05; done
-policy restart
+# Only the units an operator lists are ever restarted (RestartUnits=, default none).
+printf '[Daemon]\nStalePolicy=restart\nRestartUnits=%s\n' "$UNIT" >"$CONF"
 drop 6
 tuckctl refresh >"$LOGS"/refresh-restart.out 2>&1
 diag "$(grep -v 'not restarted' "$LOGS"/refresh-restart.out)"

@@ -173,7 +173,16 @@ stop_tuckd_term() {
         wait "$TUCKD_PID"
 }
 check "SIGTERM: tuckd exits 0" stop_tuckd_term
-check "SIGTERM: STOPPING=1 sent" grep -qx 'STOPPING=1' "$NOTIFY"
+# The notify sink writes its file asynchronously: give it up to 5 s, as in_journal does.
+stopping_sent() {
+        local i
+        for ((i = 0; i < 100; i++)); do
+                grep -qx 'STOPPING=1' "$NOTIFY" && return 0
+                sleep 0.05
+        done
+        return 1
+}
+check "SIGTERM: STOPPING=1 sent" stopping_sent
 check "SIGTERM: extensions stay merged" test "$(marker)" = v3
 export WATCHDOG_USEC=300000
 start_tuckd

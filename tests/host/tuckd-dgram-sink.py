@@ -6,12 +6,22 @@
 # native-protocol entries (/run/systemd/journal/socket) for the tuckd tests.
 # Journal entries with binary-encoded fields (a value containing a newline)
 # are decoded to KEY=value lines too. Records are separated by a line "--".
+#
+# With --watchdog=USEC it also plays systemd's watchdog (WatchdogSec=) for
+# the sender: once READY=1 has come, a gap of more than USEC without a
+# WATCHDOG=1 adds the record "WATCHDOG=EXPIRED" (systemd would have killed
+# it there), and the clock starts again.
 import os
 import socket
 import struct
 import sys
+import time
 
-path, out = sys.argv[1], sys.argv[2]
+args = sys.argv[1:]
+watchdog = None
+if args and args[0].startswith("--watchdog="):
+    watchdog = int(args.pop(0).split("=", 1)[1]) / 1e6
+path, out = args[0], args[1]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(path)
 os.chmod(path, 0o666)
@@ -37,8 +47,20 @@ def decode(data):
     return lines
 
 
+armed = None    # monotonic time of the last ping, once READY=1 came
 with open(out, "a") as f:
     while True:
-        data, _ = s.recvfrom(1 << 20)
-        f.write("\n".join(decode(data)) + "\n--\n")
+        if armed is not None:
+            s.settimeout(max(armed + watchdog - time.monotonic(), 0.001))
+        try:
+            data, _ = s.recvfrom(1 << 20)
+        except socket.timeout:
+            f.write("WATCHDOG=EXPIRED\n--\n")
+            f.flush()
+            armed = time.monotonic()
+            continue
+        lines = decode(data)
+        if watchdog is not None and ("READY=1" in lines or "WATCHDOG=1" in lines):
+            armed = time.monotonic()
+        f.write("\n".join(lines) + "\n--\n")
         f.flush()

@@ -5,6 +5,10 @@
  * restart test (PID 1 on the build machine is not systemd): owns
  * org.freedesktop.systemd1, answers RestartUnit(ss) with a job path and
  * appends "RestartUnit UNIT MODE" to the file named by argv[1].
+ *
+ * With a second argument FILE, the first call is recorded at once but
+ * answered only once FILE exists: the caller waits there (stale-pidfd.sh
+ * changes the world meanwhile).
  */
 
 #include <errno.h>
@@ -12,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
+#include <unistd.h>
 
-static const char *record;
+static const char *record, *gate;
 static unsigned job;
 
 static int method_restart_unit(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -30,6 +35,8 @@ static int method_restart_unit(sd_bus_message *m, void *userdata, sd_bus_error *
                 return sd_bus_error_set_errno(error, errno);
         fprintf(f, "RestartUnit %s %s\n", unit, mode);
         fclose(f);
+        while (gate && job == 0 && access(gate, F_OK) < 0)
+                usleep(20000);
         snprintf(path, sizeof path, "/org/freedesktop/systemd1/job/%u", ++job);
         return sd_bus_reply_method_return(m, "o", path);
 }
@@ -47,11 +54,12 @@ int main(int argc, char *argv[]) {
         sd_bus *bus = NULL;
         int r;
 
-        if (argc != 2) {
-                fprintf(stderr, "usage: %s RECORD-FILE\n", argv[0]);
+        if (argc != 2 && argc != 3) {
+                fprintf(stderr, "usage: %s RECORD-FILE [GATE-FILE]\n", argv[0]);
                 return 2;
         }
         record = argv[1];
+        gate = argc == 3 ? argv[2] : NULL;
 
         r = sd_bus_open_system(&bus);
         if (r >= 0)

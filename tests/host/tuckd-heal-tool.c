@@ -30,6 +30,7 @@
 #include "macro.h"
 #include "mount-api.h"
 #include "mountinfo.h"
+#include "util.h"
 
 static void print_view(const char *prefix, const NamespaceView *v, uint64_t attr) {
         char buf[32];
@@ -132,7 +133,18 @@ int main(int argc, char **argv) {
         else if (argc == 5 && strcmp(argv[1], "view") == 0) {
                 r = namespace_view_read(atoi(argv[2]), argv[3], argv[4], &v);
                 if (r >= 0) {
-                        print_view("view", &v, v.attr);
+                        /* The flags of the very mount statx() saw, whatever it is (a test may ask
+                         * while a heal replaces it): statvfs() of it, through its own fd. */
+                        uint64_t attr = v.attr;
+                        _cleanup_close_ int proc_fd = namespace_view_open_proc(&v), root_fd = -EBADF, fd = -EBADF;
+
+                        if (proc_fd >= 0)
+                                root_fd = openat(proc_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        if (root_fd >= 0)
+                                fd = openat_in_root(root_fd, v.path, O_PATH | O_DIRECTORY);
+                        if (fd >= 0)
+                                (void) fd_get_mount(fd, &v.mnt_id, &v.dev, &attr);
+                        print_view("view", &v, attr);
                         printf(" mnt_id=%llu\n", (unsigned long long) v.mnt_id);
                         namespace_view_done(&v);
                 }

@@ -123,7 +123,8 @@ check_never_loosened $nosuid_flags nosuid
 "$FAKE_SYSTEMD" "$LOGS"/restarts >>"$LOGS"/fake-systemd.log 2>&1 &
 pids+=($!)
 for ((i = 0; i < 100; i++)); do bctl status org.freedesktop.systemd1 >/dev/null 2>&1 && break; sleep 0.05; done
-policy restart
+# Only the units an operator lists are ever restarted (RestartUnits=, default none).
+printf '[Daemon]\nWatch=no\nStalePolicy=restart\nRestartUnits=%s\n' "$UNIT" >"$CONF"
 kill -HUP "$TUCKD_PID"
 sleep 0.5
 drop 6

@@ -212,7 +212,8 @@ start_tuckd() {
         NOTIFY=$LOGS/notify
         local sock=$W/notify-$RANDOM.sock i
         : >"$NOTIFY"
-        python3 "$DGRAM_SINK" "$sock" "$NOTIFY" >/dev/null &
+        # WATCHDOG_USEC set: tuckd sees it as under WatchdogSec=, and the sink keeps the time.
+        python3 "$DGRAM_SINK" ${WATCHDOG_USEC:+--watchdog=$WATCHDOG_USEC} "$sock" "$NOTIFY" >/dev/null &
         pids+=($!)
         for ((i = 0; i < 100; i++)); do
                 [[ -S $sock ]] && break

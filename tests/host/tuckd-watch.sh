@@ -4,8 +4,10 @@
 # Image directory watching: a burst of 20 image drops (write, then rename
 # into place) gives exactly one refresh after the quiet period; a half-written
 # image never activates, neither under a temporary name nor written in place
-# under its final name while its writer holds it open; a directory created
-# after tuckd started is picked up.
+# under its final name while its writer holds it open; while a search
+# directory is missing only its own name appearing triggers a refresh, not
+# anything else created next to it; a directory created after tuckd started
+# is picked up.
 
 . "$(dirname "$0")"/tuckd-lib.sh
 tuck_enter_ns "$@"
@@ -97,6 +99,24 @@ check "the complete image is active" test "$(marker)" = half
 layers=$(bctl --json=short call org.tuck1 /org/tuck1 org.tuck1.Manager Status | grep -c '\baa\b' || true)
 check "and the image dropped meanwhile" test "$layers" -ge 1
 rm -f "$half_part"
+
+# ---- while a search directory is missing, only its own name matters
+# /etc/extensions is missing, as most search directories are on Debian 12:
+# /etc is watched for that one name, not for whatever else appears there.
+count=$(refreshes)
+touch "$ROOT"/etc/x
+wait_quiet
+check "touch /etc/x causes no refresh" test "$(refreshes)" -eq "$count"
+mkdir -p "$ROOT"/run/user/1000
+wait_quiet
+check "mkdir /run/user/1000 causes no refresh" test "$(refreshes)" -eq "$count"
+mkdir "$ROOT"/etc/extensions
+wait_quiet
+check "creating /etc/extensions refreshes" test "$(refreshes)" -eq $((count + 1))
+make_raw "$W"/.early.raw.tmp early 1 early-image
+mv "$W"/.early.raw.tmp "$ROOT"/etc/extensions/early.raw
+wait_quiet
+check "and /etc/extensions is watched from then on" test "$(refreshes)" -eq $((count + 2))
 
 # ---- a search directory created later is picked up
 count=$(refreshes)

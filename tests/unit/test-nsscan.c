@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /*
- * Who a namespace belongs to, from a cgroup path: systemd unit and nspawn
- * machine; and what a view shows, against a generation record.
+ * What a view shows, against a generation record; and how a namespace's
+ * names (comm, unit, container) are printed: escaped.
  */
 
 #include <inttypes.h>
@@ -12,20 +12,6 @@
 #include "nsscan.h"
 #include "tap.h"
 #include "util.h"
-
-static const struct {
-        const char *path, *unit, *machine;
-} cases[] = {
-        { "/system.slice/nginx.service", "nginx.service", NULL },
-        { "/system.slice/system-getty.slice/getty@tty1.service", "getty@tty1.service", NULL },
-        { "/user.slice/user-1000.slice/session-3.scope", "session-3.scope", NULL },
-        { "/machine.slice/machine-web\\x2d1.scope/payload/system.slice/nginx.service", "machine-web\\x2d1.scope", "web-1" },
-        { "/machine.slice/systemd-nspawn@db.service/payload/init.scope", "systemd-nspawn@db.service", "db" },
-        { "/machine.slice/systemd-nspawn@db.service/supervisor", "systemd-nspawn@db.service", "db" },
-        { "/", NULL, NULL },
-        { "/init.scope", "init.scope", NULL },
-        { "/some/plain/cgroup", NULL, NULL },
-};
 
 /* Generation 5 on 0:50, earlier overlays 0:49 (4) and 0:47 (3), the base 0:40. */
 static void test_classify(void) {
@@ -52,7 +38,10 @@ static void test_classify(void) {
 
         unmerged.merged = false;
         for (size_t i = 0; i < ELEMENTSOF(views); i++) {
-                NamespaceView v = { .dev = makedev(0, views[i].minor), .generation = 99 };
+                NamespaceView v = NAMESPACE_VIEW_NULL;
+
+                v.dev = makedev(0, views[i].minor);
+                v.generation = 99;
 
                 namespace_view_classify(&v, views[i].merged ? &merged : &unmerged);
                 tap_ok(v.state == views[i].state && v.generation == views[i].generation,
@@ -60,21 +49,62 @@ static void test_classify(void) {
                        views[i].merged ? "merged" : "unmerged", ns_view_state_to_string(v.state), v.generation);
         }
 
-        NamespaceView v = { .dev = makedev(0, 50) };
+        NamespaceView v = NAMESPACE_VIEW_NULL;
+
+        v.dev = makedev(0, 50);
         namespace_view_classify(&v, NULL);
         tap_ok(v.state == NS_VIEW_FOREIGN, "never merged: everything is foreign");
 }
 
+/* Names someone else chose reach one line of text, never two. */
+static void test_escape(void) {
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "nginx.service", "nginx.service" },
+                { "evil\nMESSAGE_ID=5caeb1603632417eb7da23c50dbef12a", "evil\\x0aMESSAGE_ID=5caeb1603632417eb7da23c50dbef12a" },
+                { "tab\there", "tab\\x09here" },
+                { "foo\\x0abar.service", "foo\\x5cx0abar.service" },
+                { "\x1b[31mred", "\\x1b[31mred" },
+                { "caf\xc3\xa9", "caf\\xc3\\xa9" },
+                { "", "" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *e = name_escape(cases[i].in);
+
+                tap_streq(e, cases[i].out, "escape case %zu", i);
+        }
+        tap_ok(name_escape(NULL) == NULL, "escape NULL");
+}
+
+/* Who a view is, escaped. */
+static void test_who(void) {
+        NamespaceView v = NAMESPACE_VIEW_NULL;
+        char *who;
+
+        strcpy(v.comm, "a\nb");
+        who = namespace_view_who(&v);
+        tap_streq(who, "process a\\x0ab", "a process: its comm, escaped");
+        free(who);
+        v.unit = (char *) "user@1000.service";
+        v.user_unit = (char *) "systemd-reboot.service";
+        v.owner_uid = 1000;
+        who = namespace_view_who(&v);
+        tap_streq(who, "unit systemd-reboot.service of user 1000", "a user's unit says whose");
+        free(who);
+        v.user_unit = NULL;
+        v.owner_uid = UID_INVALID;
+        v.machine = (char *) "web\x01";
+        who = namespace_view_who(&v);
+        tap_streq(who, "container web\\x01", "a container, escaped");
+        free(who);
+}
+
 int main(void) {
         test_classify();
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                _cleanup_free_ char *unit = NULL, *machine = NULL;
-                int r = cgroup_path_identify(cases[i].path, &unit, &machine);
-
-                tap_ok(r == 0, "'%s' parses", cases[i].path);
-                tap_streq(unit, cases[i].unit, "'%s': unit", cases[i].path);
-                tap_streq(machine, cases[i].machine, "'%s': machine", cases[i].path);
-        }
+        test_escape();
+        test_who();
         tap_streq(ns_view_state_to_string(NS_VIEW_STALE), "stale", "state names");
         return tap_done();
 }
