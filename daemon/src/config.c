@@ -131,6 +131,8 @@ int config_init_defaults(TuckConfig *c) {
                 .scan_max_mounts = SCAN_MAX_MOUNTS_DEFAULT,
         };
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                c->image_policy[k] = IMAGE_POLICY_DEFAULT;
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
                 if (!(c->search_dirs[k] = strv_copy((char * const *) image_class_info[k].search_dirs)) ||
                     !(c->hierarchies[k] = strv_copy((char * const *) image_class_info[k].hierarchies))) {
                         config_done(c);
@@ -238,6 +240,15 @@ static int parse_one(const char *section, const char *key, const char *value, un
                         return parse_path_list(value, line, &s->config->search_dirs[k], s->error);
                 if (streq(key, "Hierarchies"))
                         return parse_path_list(value, line, &s->config->hierarchies[k], s->error);
+                if (streq(key, "ImagePolicy")) {
+                        int r = image_policy_from_string(value, &s->config->image_policy[k]);
+
+                        if (r == -EINVAL)
+                                (void) asprintf_safe(s->error, "line %u: ImagePolicy= takes signed, verity, "
+                                                     "unprotected and absent joined by '+', or '*'; got '%s'",
+                                                     line, value);
+                        return r;
+                }
         } else if (streq(section, "Policy")) {
                 bool *target = streq(key, "AllowDowngrade") ? &s->config->allow_downgrade :
                                streq(key, "AllowWindow") ? &s->config->allow_window : NULL;

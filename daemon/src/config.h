@@ -12,11 +12,13 @@
  *   SearchPaths=/etc/extensions /run/extensions /var/lib/extensions
  *               (default also /usr/local/lib/extensions /usr/lib/extensions)
  *   Hierarchies=/usr /opt
+ *   ImagePolicy=signed+verity+unprotected+absent   (image-policy.h; a fleet: signed)
  *
  *   [Confext]
  *   SearchPaths=/etc/confexts /run/confexts /var/lib/confexts
  *               (default also /usr/local/lib/confexts /usr/lib/confexts)
  *   Hierarchies=/etc
+ *   ImagePolicy=signed+verity+unprotected+absent
  *
  *   # Policy defaults; the command-line options override them per call.
  *   [Policy]
@@ -45,6 +47,7 @@
 #include <stdbool.h>
 
 #include "image-class.h"
+#include "image-policy.h"
 
 /* What a refresh does with a namespace that did not follow (StalePolicy=). */
 typedef enum StalePolicy {
@@ -61,6 +64,7 @@ StalePolicy stale_policy_from_string(const char *s);
 typedef struct TuckConfig {
         char **search_dirs[_IMAGE_CLASS_MAX];
         char **hierarchies[_IMAGE_CLASS_MAX];
+        ImagePolicy image_policy[_IMAGE_CLASS_MAX];
         bool allow_downgrade;
         bool allow_window;
         StalePolicy stale_policy;

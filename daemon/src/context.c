@@ -40,6 +40,8 @@ int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
         if (r < 0)
                 return r;
         /* What a run reads from the config, not where things are: that needs a new context. */
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                c->config.image_policy[k] = n.image_policy[k];
         c->config.allow_downgrade = n.allow_downgrade;
         c->config.allow_window = n.allow_window;
         c->config.stale_policy = n.stale_policy;
@@ -210,7 +212,7 @@ int tuck_beneath_supported(TuckContext *c) {
 }
 
 int tuck_generation(TuckContext *c, const TuckHierarchy *h, Generation *ret) {
-        return generation_load(c->run_dir, h->path, ret);
+        return generation_load(c->run_dir, h->path, ret, NULL);
 }
 
 int tuck_staging_mounts(TuckContext *c) {

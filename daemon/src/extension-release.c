@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -16,22 +17,46 @@
 #include "log.h"
 #include "util.h"
 
-#define RELEASE_FILE_MAX (64 * 1024)
+/* systemd reads env files line by line, each up to LONG_LINE_MAX (1 MiB):
+ * a release file of 1 MiB in all covers every file systemd-sysext 252 reads. */
+#define RELEASE_FILE_MAX (1024 * 1024)
 
-static int load_env_file_at(int dir_fd, const char *path, char ***ret, char **ret_reason) {
+/* Parses the env file open at fd; what went wrong is said about path. */
+static int load_env_fd(int fd, const char *path, char ***ret, char **ret_reason) {
         _cleanup_free_ char *text = NULL, *error = NULL;
+        struct stat st;
         int r;
 
-        r = read_full_file_at(dir_fd, path, RELEASE_FILE_MAX, &text);
+        if (fstat(fd, &st) < 0)
+                r = -errno;
+        else
+                r = S_ISREG(st.st_mode) ? read_full_fd(fd, RELEASE_FILE_MAX, &text) : -EBADFD;
         if (r < 0) {
                 if (ret_reason)
-                        (void) asprintf_safe(ret_reason, "cannot read %s: %s", path, strerror(-r));
+                        (void) asprintf_safe(ret_reason, "cannot read %s: %s", path,
+                                             r == -EBADFD ? "not a regular file" : strerror(-r));
                 return r;
         }
         r = env_file_parse(text, ret, NULL, &error);
         if (r < 0 && ret_reason)
                 (void) asprintf_safe(ret_reason, "%s: %s", path, error ?: strerror(-r));
         return r;
+}
+
+/*
+ * path below root_fd, resolved as if root_fd were "/": an absolute symlink in
+ * an image (usr/lib -> /usr/lib) never reaches the host's files.
+ */
+static int load_env_file_in_root(int root_fd, const char *path, char ***ret, char **ret_reason) {
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = openat_in_root(root_fd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+                if (ret_reason)
+                        (void) asprintf_safe(ret_reason, "cannot read %s: %s", path, strerror(-fd));
+                return fd;
+        }
+        return load_env_fd(fd, path, ret, ret_reason);
 }
 
 int host_release_load(const char *root, HostRelease *ret) {
@@ -44,9 +69,9 @@ int host_release_load(const char *root, HostRelease *ret) {
         if (root_fd < 0)
                 return -errno;
 
-        r = load_env_file_at(root_fd, "etc/os-release", &pairs, NULL);
+        r = load_env_file_in_root(root_fd, "etc/os-release", &pairs, NULL);
         if (r == -ENOENT)
-                r = load_env_file_at(root_fd, "usr/lib/os-release", &pairs, NULL);
+                r = load_env_file_in_root(root_fd, "usr/lib/os-release", &pairs, NULL);
         if (r < 0)
                 return r;
 
@@ -118,15 +143,21 @@ const char *architecture_native(void) {
         return architecture_from_uname(u.machine);
 }
 
+/*
+ * systemd's image_name_is_valid(): a valid file name (not empty, "." or "..",
+ * no '/', at most NAME_MAX bytes) in valid UTF-8 without control characters,
+ * and not ".#..." (a temporary file being written). So "sp ace", ".hidden"
+ * and "ü" are images, as systemd-sysext 252 merges them.
+ */
 bool image_name_is_valid(const char *name) {
-        size_t n;
-
-        if (isempty(name) || name[0] == '.')
+        if (isempty(name) || streq(name, ".") || streq(name, "..") || strlen(name) > NAME_MAX)
                 return false;
-        n = strlen(name);
-        if (n > 255 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+        if (strchr(name, '/') || startswith(name, ".#"))
                 return false;
-        return true;
+        for (const char *p = name; *p; p++)
+                if ((unsigned char) *p < ' ' || *p == 0x7f)
+                        return false;
+        return utf8_is_valid(name);
 }
 
 /* Is this relaxed release file tagged user.extension-release.strict=false? */
@@ -177,44 +208,56 @@ static int find_relaxed(int release_fd, char **ret_filename) {
         return 0;
 }
 
-int extension_release_load(int image_fd, ImageClass c, const char *name,
+int extension_release_load(int image_fd, ImageClass c, const char *release_dir, const char *name,
                            char ***ret_pairs, char **ret_filename, char **ret_reason) {
         const ImageClassInfo *info = &image_class_info[c];
         _cleanup_free_ char *filename = NULL, *path = NULL;
-        _cleanup_close_ int release_fd = -EBADF;
-        struct stat st;
+        _cleanup_close_ int release_fd = -EBADF, fd = -EBADF;
         int r;
 
-        release_fd = openat(image_fd, info->release_dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (!release_dir)
+                release_dir = info->release_dir;
+        /* Inside the image root, as systemd's chase_symlinks(CHASE_PREFIX_ROOT) does. */
+        release_fd = openat_in_root(image_fd, release_dir, O_PATH | O_DIRECTORY);
         if (release_fd < 0) {
-                r = -errno;
-                (void) asprintf_safe(ret_reason, "no %s/ directory (not a %s image?)", info->release_dir, info->name);
-                return r;
+                (void) asprintf_safe(ret_reason, "no %s/ directory (not a %s image?)", release_dir, info->name);
+                return release_fd;
         }
 
         filename = strjoin("extension-release.", name);
         if (!filename)
                 return -ENOMEM;
-        if (fstatat(release_fd, filename, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+        path = path_join(release_dir, filename);
+        if (!path)
+                return -ENOMEM;
+        fd = openat_in_root(image_fd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+        if (fd == -ENOENT) {
                 free(filename);
                 filename = NULL;
                 r = find_relaxed(release_fd, &filename);
                 if (r == -ENOTUNIQ) {
                         (void) asprintf_safe(ret_reason, "no %s/extension-release.%s, and several files marked "
-                                             "user.extension-release.strict=0", info->release_dir, name);
+                                             "user.extension-release.strict=0", release_dir, name);
                         return r;
                 }
                 if (r < 0) {
                         (void) asprintf_safe(ret_reason, "no %s/extension-release.%s (the release file must "
-                                             "carry the image's name)", info->release_dir, name);
+                                             "carry the image's name)", release_dir, name);
                         return r;
                 }
+                free(path);
+                path = path_join(release_dir, filename);
+                if (!path)
+                        return -ENOMEM;
+                /* find_relaxed() took a regular file, no symlink: open that very one. */
+                fd = RET_NERRNO(openat(release_fd, filename, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW |
+                                       O_CLOEXEC));
         }
-
-        path = path_join(info->release_dir, filename);
-        if (!path)
-                return -ENOMEM;
-        r = load_env_file_at(image_fd, path, ret_pairs, ret_reason);
+        if (fd < 0) {
+                (void) asprintf_safe(ret_reason, "cannot read %s: %s", path, strerror(-fd));
+                return fd;
+        }
+        r = load_env_fd(fd, path, ret_pairs, ret_reason);
         if (r < 0)
                 return r;
         if (ret_filename)

@@ -26,18 +26,19 @@ void host_release_done(HostRelease *h);
 const char *architecture_from_uname(const char *machine);
 const char *architecture_native(void);
 
-/* Image names as systemd accepts them: [A-Za-z0-9._-], no leading '.', at most 255 bytes. */
+/* Image names as systemd accepts them: a file name in UTF-8, no control characters, not ".#...". */
 bool image_name_is_valid(const char *name);
 
 /*
  * Opens and parses the release file of image 'name' in the image tree at
- * image_fd: <release_dir>/extension-release.<name>, else the single
+ * image_fd: <release_dir>/extension-release.<name> (release_dir NULL: the
+ * class's, e.g. usr/lib/extension-release.d), else the single
  * extension-release.* file whose user.extension-release.strict xattr is
  * false. Returns 0 and the pairs, or a negative errno and a reason:
  * -ENOENT (no release file), -ENOTUNIQ (several relaxed candidates),
  * -EBADMSG (malformed).
  */
-int extension_release_load(int image_fd, ImageClass c, const char *name,
+int extension_release_load(int image_fd, ImageClass c, const char *release_dir, const char *name,
                            char ***ret_pairs, char **ret_filename, char **ret_reason);
 
 /*

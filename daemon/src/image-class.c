@@ -66,7 +66,7 @@ const ImageClassInfo image_class_info[_IMAGE_CLASS_MAX] = {
                 .level_field = "CONFEXT_LEVEL",
                 .scope_field = "CONFEXT_SCOPE",
                 .version_fields = confext_version_fields,
-                .forbidden_path = NULL,
+                .forbidden_path = "etc/os-release",
                 .only_top_dir = "etc",
                 .mount_attr = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
         },

@@ -28,7 +28,7 @@ typedef struct ImageClassInfo {
         const char *level_field;          /* "SYSEXT_LEVEL" */
         const char *scope_field;          /* "SYSEXT_SCOPE" */
         const char * const *version_fields; /* the extension's own version, first found wins */
-        const char *forbidden_path;       /* may not be shipped: "usr/lib/os-release" */
+        const char *forbidden_path;       /* may be neither shipped nor hidden: "usr/lib/os-release" */
         const char *only_top_dir;         /* a confext carries nothing but "etc" */
         uint64_t mount_attr;              /* MOUNT_ATTR_* for every overlay of this class */
 } ImageClassInfo;

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "layer.h"
+#include "trust.h"
 #include "log.h"
 #include "util.h"
 #include "version.h"
@@ -46,8 +48,13 @@ Image *image_free(Image *i) {
         free(i->shadowed_by);
         free(i->fstype);
         free(i->fingerprint);
+        free(i->partition);
+        image_verity_done(&i->verity);
+        free(i->signer);
+        free(i->verity_note);
         free(i->reason);
         free(i->extension);
+        free(i->identity_note);
         free(i->version);
         strv_free(i->release);
         strv_free(i->hierarchies);
@@ -55,7 +62,6 @@ Image *image_free(Image *i) {
         return NULL;
 }
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(Image *, image_free);
 
 void images_free(Image **images, size_t n) {
         for (size_t i = 0; i < n; i++)
@@ -110,7 +116,8 @@ int image_probe_type(const char *path, ImageType *ret, char **ret_fstype) {
                 (void) blkid_probe_lookup_value(pr, "TYPE", &type, NULL);
         }
 
-        if (streq_ptr(pttype, "gpt"))
+        /* Any partition table, or a protective MBR whose GPT is gone: ddi.c says what it is. */
+        if (pttype)
                 *ret = IMAGE_TYPE_GPT;
         else if (streq_ptr(type, "squashfs"))
                 *ret = IMAGE_TYPE_SQUASHFS;
@@ -134,9 +141,10 @@ static int dir_is_empty_at(int dir_fd, const char *name) {
         return !readdir_no_dot(d);
 }
 
+/* Images of an untrusted search directory neither shadow nor mask: whoever wrote them is not root. */
 static Image *find_by_name(Image **images, size_t n, const char *name) {
         for (size_t i = 0; i < n; i++)
-                if (images[i]->state != IMAGE_SHADOWED && streq(images[i]->name, name))
+                if (images[i]->state != IMAGE_SHADOWED && !images[i]->untrusted && streq(images[i]->name, name))
                         return images[i];
         return NULL;
 }
@@ -151,8 +159,11 @@ static int append(Image ***images, size_t *n, Image *i) {
         return 0;
 }
 
-/* One directory entry: a *.raw file or a directory, symlinks followed. */
-static int discover_entry(const char *root, ImageClass c, const char *dir, int dir_fd,
+/*
+ * One directory entry: a *.raw file or a directory, symlinks followed. In a
+ * search directory others can write (untrusted: why), it is listed refused.
+ */
+static int discover_entry(const char *root, ImageClass c, const char *dir, int dir_fd, const char *untrusted,
                           const char *entry, Image ***images, size_t *n) {
         _cleanup_(image_freep) Image *i = NULL;
         struct stat st;
@@ -160,7 +171,8 @@ static int discover_entry(const char *root, ImageClass c, const char *dir, int d
         char *suffix;
         int r;
 
-        if (entry[0] == '.' || fstatat(dir_fd, entry, &st, 0) < 0)
+        /* ".#NAME": a file being written (systemd's convention), not an image yet. */
+        if (startswith(entry, ".#") || fstatat(dir_fd, entry, &st, 0) < 0)
                 return 0;
 
         i = calloc(1, sizeof(Image));
@@ -185,8 +197,13 @@ static int discover_entry(const char *root, ImageClass c, const char *dir, int d
         if (!i->resolved && !(i->resolved = strdup(i->path)))
                 return -ENOMEM;
 
-        winner = find_by_name(*images, *n, i->name);
-        if (winner) {
+        winner = untrusted ? NULL : find_by_name(*images, *n, i->name);
+        if (untrusted) {
+                i->untrusted = i->inspected = true;
+                i->reason = strjoin("the search directory is not root's alone: ", untrusted);
+                if (!i->reason)
+                        return -ENOMEM;
+        } else if (winner) {
                 i->state = IMAGE_SHADOWED;
                 i->shadowed_by = strdup(winner->path);
                 if (!i->shadowed_by)
@@ -231,7 +248,7 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
 
         STRV_FOREACH(dir, search_dirs) {
                 _cleanup_strv_free_ char **entries = NULL;
-                _cleanup_free_ char *path = path_join(root, *dir);
+                _cleanup_free_ char *path = path_join(root, *dir), *untrusted = NULL;
                 _cleanup_close_ int fd = -EBADF;
 
                 if (!path) {
@@ -247,9 +264,16 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
                 r = list_dir(fd, &entries);
                 if (r < 0)
                         goto fail;
+                r = trust_check_path(path, TRUST_SEARCH_DIR, NULL, &untrusted);
+                if (r < 0)
+                        log_debug_errno(r, "Cannot check who may write '%s', refusing its images: %m", path);
+                if (r < 0 && !untrusted && asprintf_safe(&untrusted, "cannot be checked: %s", strerror(-r)) < 0) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
                 /* The order of the layers is decided later, by version. */
                 STRV_FOREACH(e, entries) {
-                        r = discover_entry(root, c, *dir, fd, *e, &images, &n);
+                        r = discover_entry(root, c, *dir, fd, untrusted, *e, &images, &n);
                         if (r < 0)
                                 goto fail;
                 }
@@ -294,6 +318,40 @@ int image_fingerprint(Image *i) {
                              (long long) st.st_size, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 }
 
+int image_set_reason(Image *i, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        i->valid = false;
+        va_start(ap, fmt);
+        r = free_and_vasprintf(&i->reason, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int image_check_trust(Image *i) {
+        _cleanup_free_ char *reason = NULL;
+        struct stat st;
+        int r;
+
+        if (i->untrusted)
+                return 0;
+        r = trust_check_path(i->path, i->type == IMAGE_TYPE_DIRECTORY ? TRUST_TREE : TRUST_FILE, &st, &reason);
+        if (r > 0 && i->type == IMAGE_TYPE_DIRECTORY)
+                r = trust_check_tree(i->resolved, &reason);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return image_set_reason(i, "cannot check who may write it: %s", strerror(-r));
+        if (r == 0) {
+                i->inspected = true;
+                return image_set_reason(i, "%s", strna(reason));
+        }
+        i->checked_dev = st.st_dev;
+        i->checked_ino = st.st_ino;
+        return 1;
+}
+
 char *version_from_file_name(const char *extension, const char *file_name) {
         _cleanup_free_ char *base = NULL;
         const char *slash = strrchr(file_name, '/'), *rest;
@@ -319,17 +377,6 @@ char *version_from_file_name(const char *extension, const char *file_name) {
         return *rest ? strdup(rest) : NULL;
 }
 
-static int set_reason(Image *i, const char *fmt, ...) _printf_(2, 3);
-static int set_reason(Image *i, const char *fmt, ...) {
-        va_list ap;
-        int r;
-
-        i->valid = false;
-        va_start(ap, fmt);
-        r = free_and_vasprintf(&i->reason, fmt, ap);
-        va_end(ap);
-        return r;
-}
 
 /* A confext touches only /etc: anything else at its top is refused. */
 static int check_only_top_dir(Image *i, int tree_fd, const char *only) {
@@ -339,7 +386,7 @@ static int check_only_top_dir(Image *i, int tree_fd, const char *only) {
                 return -errno;
         for (struct dirent *de; (de = readdir_no_dot(d)); )
                 if (!streq(de->d_name, only))
-                        return set_reason(i, "a %s may only carry /%s, but it has /%s",
+                        return image_set_reason(i, "a %s may only carry /%s, but it has /%s",
                                           image_class_to_string(i->class), only, de->d_name);
         return 0;
 }
@@ -358,10 +405,20 @@ static int collect_hierarchies(Image *i, int tree_fd, const char *root, char * c
 
                 if (!host_path)
                         return -ENOMEM;
-                if (fstatat(tree_fd, *h + 1, &st, 0) < 0 || !S_ISDIR(st.st_mode))
+                if (image_is_usr_partition(i)) {
+                        /* The partition is /usr: nothing else. */
+                        if (streq(*h, "/usr") && strv_extend(&i->hierarchies, *h) < 0)
+                                return -ENOMEM;
                         continue;
+                }
+                /* Not followed: a symlink there would replace the host's whole hierarchy. */
+                if (fstatat(tree_fd, *h + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if (!S_ISDIR(st.st_mode))
+                        return image_set_reason(i, "ships %s as %s, which would replace the host's %s", *h,
+                                          S_ISLNK(st.st_mode) ? "a symlink" : "something other than a directory", *h);
                 if (i->type == IMAGE_TYPE_DIRECTORY && path_is_below(i->resolved, host_path))
-                        return set_reason(i, "directory image inside %s cannot extend %s (overlayfs refuses "
+                        return image_set_reason(i, "directory image inside %s cannot extend %s (overlayfs refuses "
                                           "overlapping layers); use a .raw image", *h, *h);
                 if (strv_extend(&i->hierarchies, *h) < 0)
                         return -ENOMEM;
@@ -369,9 +426,37 @@ static int collect_hierarchies(Image *i, int tree_fd, const char *root, char * c
         if (strv_length(i->hierarchies) == 0) {
                 _cleanup_free_ char *list = strv_join(hierarchies, " ");
 
-                return set_reason(i, "carries none of %s", strempty(list));
+                return image_set_reason(i, "carries none of %s", strempty(list));
         }
         return 0;
+}
+
+/*
+ * The name the image proves, which its version floor and removal protection
+ * belong to (versions.h): its own name (the file name without ".raw"), with
+ * a release file of that name. A relaxed release file
+ * (user.extension-release.strict=false) named for another extension X is X
+ * only if the file name carries X with a version, "X_VERSION" or
+ * "X-VERSION[-ARCH]" with VERSION starting with a digit, as systemd-sysupdate
+ * and sysext-bakery name versioned files. Anything else is the image's own
+ * name: an image "aaa" whose relaxed release file says "bar" neither raises
+ * nor lowers bar's floor, and bar's protection does not count it as bar.
+ */
+static int image_identity(Image *i, const char *release_name) {
+        _cleanup_free_ char *version = NULL;
+
+        if (streq(release_name, i->name))
+                return free_and_strdup(&i->extension, i->name);
+        version = version_from_file_name(release_name, i->name);
+        if (version && version[0] >= '0' && version[0] <= '9')
+                return free_and_strdup(&i->extension, release_name);
+        free(i->identity_note);
+        i->identity_note = NULL;
+        if (asprintf_safe(&i->identity_note, "its relaxed release file names '%s', which its file name does not "
+                          "carry: it counts as '%s', never as '%s' (floors and removal protection)",
+                          release_name, i->name, release_name) < 0)
+                return -ENOMEM;
+        return free_and_strdup(&i->extension, i->name);
 }
 
 static int validate_version(Image *i) {
@@ -390,36 +475,81 @@ static int validate_version(Image *i) {
         return 0;
 }
 
+/*
+ * A path of the extension ("usr/lib/os-release") in the tree that was
+ * mounted: a DDI's usr partition is /usr itself, so there it is
+ * "lib/os-release", and "usr" is "." (NULL for anything outside /usr).
+ */
+static const char *tree_path(const Image *i, const char *path) {
+        const char *rest;
+
+        if (!image_is_usr_partition(i))
+                return path;
+        rest = startswith(path, "usr");
+        if (!rest || (*rest && *rest != '/'))
+                return NULL;
+        return *rest ? rest + 1 : ".";
+}
+
+bool image_is_usr_partition(const Image *i) {
+        return i->type == IMAGE_TYPE_GPT && i->designator == DDI_USR;
+}
+
+static int check_layer(Image *i, int tree_fd) {
+        const ImageClassInfo *info = &image_class_info[i->class];
+        _cleanup_free_ char *reason = NULL;
+        int r;
+
+        if (image_is_usr_partition(i) && i->class != IMAGE_SYSEXT)
+                return image_set_reason(i, "a usr partition holds /usr: it cannot be a %s",
+                                        image_class_to_string(i->class));
+        /* Nothing may hide the host's os-release, nor anyone's release file; a usr
+         * partition is the /usr layer itself, so its root counts too. */
+        r = image_is_usr_partition(i) ? layer_check_root(tree_fd, "usr", info->forbidden_path, &reason) : 1;
+        if (r > 0)
+                r = layer_check(tree_fd, tree_path(i, info->forbidden_path), LAYER_ABSENT, &reason);
+        if (r > 0)
+                r = layer_check(tree_fd, tree_path(i, info->release_dir), LAYER_MERGED_DIR, &reason);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return image_set_reason(i, "cannot read the image's tree: %s", strerror(-r));
+        if (r == 0)
+                return image_set_reason(i, "%s", strna(reason));
+        return 0;
+}
+
 int image_validate(Image *i, int tree_fd, const HostRelease *host, const char *root,
                    char * const *hierarchies) {
         const ImageClassInfo *info = &image_class_info[i->class];
         _cleanup_free_ char *filename = NULL, *reason = NULL;
-        struct stat st;
         int r;
 
         i->inspected = true;
         i->valid = true;
 
         if (!image_name_is_valid(i->name))
-                return set_reason(i, "'%s' is not a valid image name", i->name);
+                return image_set_reason(i, "'%s' is not a valid image name", i->name);
 
-        r = extension_release_load(tree_fd, i->class, i->name, &i->release, &filename, &reason);
+        r = check_layer(i, tree_fd);
+        if (r < 0 || !i->valid)
+                return r;
+
+        r = extension_release_load(tree_fd, i->class, tree_path(i, info->release_dir), i->name, &i->release,
+                                   &filename, &reason);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return set_reason(i, "%s", strna(reason));
-        i->extension = strdup(startswith(filename, "extension-release.") ?: i->name);
-        if (!i->extension)
-                return -ENOMEM;
+                return image_set_reason(i, "%s", strna(reason));
+        r = image_identity(i, startswith(filename, "extension-release.") ?: i->name);
+        if (r < 0)
+                return r;
 
         r = extension_release_validate(i->name, i->class, host, i->release, &reason);
         if (r < 0)
                 return r;
         if (r == 0)
-                return set_reason(i, "%s", strna(reason));
-
-        if (info->forbidden_path && fstatat(tree_fd, info->forbidden_path, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                return set_reason(i, "ships /%s, which would replace the host's", info->forbidden_path);
+                return image_set_reason(i, "%s", strna(reason));
 
         if (info->only_top_dir) {
                 r = check_only_top_dir(i, tree_fd, info->only_top_dir);

@@ -10,15 +10,21 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
+#include "macro.h"
+
+#include "ddi.h"
 #include "extension-release.h"
 #include "image-class.h"
+#include "image-policy.h"
+#include "verity.h"
 
 typedef enum ImageType {
         IMAGE_TYPE_DIRECTORY,
         IMAGE_TYPE_SQUASHFS,
         IMAGE_TYPE_EROFS,
-        IMAGE_TYPE_GPT,           /* a DDI: refused for now */
+        IMAGE_TYPE_GPT,           /* a partition table: a DDI (ddi.c) */
         IMAGE_TYPE_UNSUPPORTED,   /* some other file system, or none */
         _IMAGE_TYPE_MAX,
 } ImageType;
@@ -41,12 +47,29 @@ typedef struct Image {
         char *shadowed_by;      /* path of the winning image or mask */
         char *fstype;           /* what blkid found ("ext4", ...) for unsupported images */
         char *fingerprint;      /* changes whenever the image's content may have */
+        bool untrusted;         /* in a search directory others can write: refused, shadows nothing */
+        dev_t checked_dev;      /* what image_check_trust() found at path: mounted only if still that */
+        ino_t checked_ino;
+
+        /* Filled by image_dissect(): what is mounted, and how it is protected. */
+        char *partition;        /* "root partition 1 (x86-64)" in a DDI; NULL for a bare image */
+        DdiDesignator designator; /* root: the tree has usr/...; usr: the file system is /usr */
+        uint64_t fs_offset;     /* where the file system lies in the file */
+        uint64_t fs_size;
+        ImageVerity verity;
+        ImageProtection protection;
+        char *signer;           /* the certificate that signed the root hash */
+        char *verity_note;      /* "a hash tree but no root hash": why verity data goes unused */
+
+        /* Filled when mounted (overlay.c). */
+        int kernel_sig;         /* the kernel checked the signature (1), could not (-errno), or none (0) */
 
         /* Filled by image_validate(). */
         bool inspected;
         bool valid;
         char *reason;           /* why not valid */
-        char *extension;        /* identity for versions: the release file's suffix */
+        char *extension;        /* identity for versions: the name the image proves (image_validate()) */
+        char *identity_note;    /* why a relaxed release file's name was not taken as its identity */
         char *version;          /* NULL: unversioned */
         const char *version_source;   /* "release", "file name" */
         char **release;         /* release file pairs */
@@ -57,6 +80,7 @@ const char *image_type_to_string(ImageType t);
 const char *image_state_to_string(ImageState s);
 
 Image *image_free(Image *i);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Image *, image_free);
 void images_free(Image **images, size_t n);
 
 /*
@@ -74,6 +98,30 @@ int image_probe_type(const char *path, ImageType *ret, char **ret_fstype);
  * FIFO swapped in after discovery): -EBADFD unless it is a regular file.
  */
 int image_open_file(const char *path);
+
+/*
+ * The trust model (trust.h) for the image at i->path: returns 1 if only root
+ * can change it (and records what it found there), 0 with i->valid false and
+ * the reason if not.
+ */
+int image_check_trust(Image *i);
+
+/* A DDI whose file system is its usr partition: the mounted tree is /usr itself. */
+bool image_is_usr_partition(const Image *i);
+
+/* Marks the image not valid, for the reason given; returns 0 (or -ENOMEM). */
+int image_set_reason(Image *i, const char *fmt, ...) _printf_(2, 3);
+
+/*
+ * What the image file holds (a DDI's partitions or a bare file system), its
+ * verity data and signature (checked against verity.d below root), and so
+ * how it is protected, for a host of architecture arch. Reads files only.
+ * Returns 1, or 0 with i->valid false and the reason, or a negative errno.
+ */
+int image_dissect(Image *i, const char *root, const char *arch);
+
+/* Refuses (0, with the reason) an image the class's ImagePolicy= does not allow; 1 if allowed. */
+int image_check_policy(Image *i, ImagePolicy policy);
 
 /* Fills i->fingerprint from stat data (and for directories, the whole tree's). */
 int image_fingerprint(Image *i);

@@ -10,16 +10,18 @@
 #include "loop.h"
 #include "util.h"
 
-static int loop_configure(int loop_fd, int file_fd, bool direct_io) {
+static int loop_configure(int loop_fd, int file_fd, uint64_t offset, uint64_t size, bool direct_io) {
         struct loop_config config = {
                 .fd = file_fd,
                 .info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR | (direct_io ? LO_FLAGS_DIRECT_IO : 0),
+                .info.lo_offset = offset,
+                .info.lo_sizelimit = size,
         };
 
         return RET_NERRNO(ioctl(loop_fd, LOOP_CONFIGURE, &config));
 }
 
-int loop_attach(int file_fd, char **ret_node) {
+int loop_attach(int file_fd, uint64_t offset, uint64_t size, char **ret_node) {
         _cleanup_close_ int control = -EBADF;
 
         control = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
@@ -43,11 +45,11 @@ int loop_attach(int file_fd, char **ret_node) {
                         return -errno;
                 }
 
-                r = loop_configure(fd, file_fd, true);
+                r = loop_configure(fd, file_fd, offset, size, true);
                 if (r == -EINVAL) {
                         /* Backing file system without O_DIRECT (tmpfs): plain buffered I/O. */
                         log_debug("Direct I/O not possible for loop%d, using buffered I/O.", nr);
-                        r = loop_configure(fd, file_fd, false);
+                        r = loop_configure(fd, file_fd, offset, size, false);
                 }
                 if (r == -EBUSY)
                         continue;

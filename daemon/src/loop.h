@@ -9,5 +9,11 @@
  * what keeps it.
  */
 
-/* Returns the open loop device fd; *ret_node is "/dev/loopN". */
-int loop_attach(int file_fd, char **ret_node);
+#include <stdint.h>
+
+/*
+ * Returns the open loop device fd; *ret_node is "/dev/loopN". With a size
+ * (0: to the end of the file) the device shows the file's bytes offset to
+ * offset + size only: one partition of a DDI, no partition scanning.
+ */
+int loop_attach(int file_fd, uint64_t offset, uint64_t size, char **ret_node);

@@ -28,6 +28,7 @@
         })
 #define TAKE_PTR(ptr) TAKE_GENERIC(ptr, typeof(ptr), NULL)
 #define TAKE_FD(fd) TAKE_GENERIC(fd, int, -EBADF)
+#define TAKE_STRUCT(s) TAKE_GENERIC(s, typeof(s), (typeof(s)) {})
 
 /* close() that keeps errno and tolerates -EBADF; returns -EBADF for reassignment. */
 static inline int safe_close(int fd) {

@@ -22,13 +22,18 @@ TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, const TuckH
 
         if (g && g->merged && g->overlay_dev == dev && g->overlay_mnt_id == id)
                 return TOP_OURS;
-        /* Our overlay below something else? Then someone stacked on it: hands off. The
-         * recorded overlay is its mount ID and its device: once it is gone, the kernel hands
-         * its ID to the next mount made (lowest free first), which is not ours to guard. */
-        for (struct libmnt_fs *fs = top; g && g->merged && fs; fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
+        /* One of our overlays below something else? Then someone stacked on it: hands off
+         * (merged over, it would be buried and leak). Ours is told by its source, never by the
+         * recorded mount ID alone: once our recorded top is gone the kernel hands its ID to the
+         * next mount made (lowest free first), which is not ours to guard; and a mount stacked
+         * on ours may carry it. At most one step per table entry: parents that loop end the
+         * walk instead of hanging it. */
+        int left = mnt_table_get_nents(tb);
+        for (struct libmnt_fs *fs = mount_table_find_id(tb, mnt_fs_get_parent_id(top)); fs && left-- > 0;
+             fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
                 if (!streq_ptr(mnt_fs_get_target(fs), h->full))
                         break;
-                if ((uint64_t) mnt_fs_get_id(fs) == g->overlay_mnt_id && mnt_fs_get_devno(fs) == g->overlay_dev)
+                if (mount_is_overlay_of(fs, image_class_info[h->class].overlay_source))
                         return TOP_OTHER;
         }
         if (!streq_ptr(fstype, "overlay"))

@@ -14,31 +14,101 @@
 #include "swap.h"
 #include "util.h"
 
-static int mount_raw_detached(const Image *i, uint64_t attr, int *ret_fd, char **ret_loop) {
-        _cleanup_close_ int file = -EBADF, loop = -EBADF, fs = -EBADF;
-        _cleanup_free_ char *node = NULL;
-        const char *fstype = i->type == IMAGE_TYPE_EROFS ? "erofs" : "squashfs";
-        int mnt;
+/* The image file, if it is still the one image_check_trust() walked to. */
+static int open_checked(const Image *i, char **ret_reason) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
 
-        file = image_open_file(i->resolved);
+        fd = image_open_file(i->resolved);
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (i->checked_ino != 0 && (st.st_dev != i->checked_dev || st.st_ino != i->checked_ino)) {
+                (void) asprintf_safe(ret_reason, "'%s' was replaced while being inspected", i->resolved);
+                return -ESTALE;
+        }
+        return TAKE_FD(fd);
+}
+
+/* A loop device of the image's hash tree: the sidecar file, or the DDI's verity partition. */
+static int attach_hash_tree(const Image *i, int image_fd, char **ret_node) {
+        _cleanup_close_ int fd = -EBADF;
+
+        if (!i->verity.hash_file)
+                return loop_attach(image_fd, i->verity.hash_offset, i->verity.hash_size, ret_node);
+        fd = open(i->verity.hash_file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return loop_attach(fd, 0, 0, ret_node);
+}
+
+/*
+ * The dm-verity device over the data loop device: verified in full and
+ * activated (or shared with the same image mounted elsewhere). The loop
+ * devices stay while the device holds them; their autoclear frees them
+ * when it goes.
+ */
+static int setup_verity(Image *i, int image_fd, const char *data_node, VerityDevice *ret, char **ret_reason) {
+        _cleanup_free_ char *hash_node = NULL;
+        _cleanup_close_ int hash_loop = -EBADF;
+        int r;
+
+        hash_loop = attach_hash_tree(i, image_fd, &hash_node);
+        if (hash_loop < 0) {
+                (void) asprintf_safe(ret_reason, "cannot attach the hash tree: %s", strerror(-hash_loop));
+                return hash_loop;
+        }
+        r = verity_activate(&i->verity, data_node, hash_node, ret, ret_reason);
+        if (r == 0)
+                return -EBADMSG;
+        if (r < 0)
+                return r;
+        i->kernel_sig = ret->kernel_sig;
+        return 0;
+}
+
+static int mount_raw_detached(Image *i, uint64_t attr, int *ret_fd, char **ret_loop, char **ret_reason) {
+        _cleanup_close_ int file = -EBADF, loop = -EBADF, fs = -EBADF;
+        _cleanup_(verity_device_done) VerityDevice dm = {};
+        _cleanup_free_ char *node = NULL;
+        const char *fstype = i->fstype ?: (i->type == IMAGE_TYPE_EROFS ? "erofs" : "squashfs"), *source;
+        bool verity = i->protection != IMAGE_PROTECTION_UNPROTECTED;
+        int mnt = -EBADF, r;
+
+        file = open_checked(i, ret_reason);
         if (file < 0)
                 return file;
-        loop = loop_attach(file, &node);
+        /* A DDI's partition by offset and size; a bare image whole. */
+        loop = loop_attach(file, i->fs_offset, i->type == IMAGE_TYPE_GPT ? i->fs_size : 0, &node);
         if (loop < 0)
                 return loop;
+        source = node;
+        if (verity) {
+                r = setup_verity(i, file, node, &dm, ret_reason);
+                if (r < 0)
+                        return r;
+                source = dm.node;
+        }
 
         fs = fsopen(fstype, FSOPEN_CLOEXEC);
         if (fs < 0)
-                return -errno;
-        if (fsconfig(fs, FSCONFIG_SET_STRING, "source", node, 0) < 0 ||
-            fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0 ||
-            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-                return -errno;
-        mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned) attr);
-        if (mnt < 0)
-                return -errno;
+                r = -errno;
+        else if (fsconfig(fs, FSCONFIG_SET_STRING, "source", source, 0) < 0 ||
+                 fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0 ||
+                 fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                r = -errno;
+        else if ((mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned) attr)) < 0)
+                r = -errno;
+        else
+                r = 0;
+        /* Mounted or not: the device goes with its last user (now, if there is none). */
+        if (verity && !dm.shared)
+                (void) verity_release(dm.name);
+        if (r < 0)
+                return r;
 
-        /* The file system holds the loop device now; autoclear frees it when that goes. */
+        /* The file system holds the devices now; autoclear frees the loop device when they go. */
         *ret_fd = mnt;
         *ret_loop = TAKE_PTR(node);
         return 0;
@@ -60,7 +130,7 @@ static int mount_dir_detached(const Image *i, uint64_t attr, int *ret_fd) {
         return 0;
 }
 
-int image_mount_detached(const Image *i, int *ret_fd, char **ret_loop) {
+int image_mount_detached(Image *i, int *ret_fd, char **ret_loop, char **ret_reason) {
         uint64_t attr = image_class_info[i->class].mount_attr;
 
         *ret_loop = NULL;
@@ -69,8 +139,8 @@ int image_mount_detached(const Image *i, int *ret_fd, char **ret_loop) {
                 return mount_dir_detached(i, attr, ret_fd);
         case IMAGE_TYPE_SQUASHFS:
         case IMAGE_TYPE_EROFS:
-                return mount_raw_detached(i, attr, ret_fd, ret_loop);
         case IMAGE_TYPE_GPT:
+                return mount_raw_detached(i, attr, ret_fd, ret_loop, ret_reason);
         case IMAGE_TYPE_UNSUPPORTED:
         case _IMAGE_TYPE_MAX:
                 break;

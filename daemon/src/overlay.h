@@ -20,12 +20,15 @@
 #include "staging.h"
 
 /*
- * A detached read-only mount of an image: a loop device and squashfs/erofs
- * for .raw files, a bind clone for directories. The class decides the
- * flags (ro,nodev; confext also nosuid,noexec). *ret_loop is the loop
- * device or NULL.
+ * A detached read-only mount of an image as image_dissect() found it: a
+ * loop device (a DDI's partition by offset and size) under dm-verity when
+ * the image is protected, and squashfs/erofs on top; a bind clone for
+ * directories. The class decides the flags (ro,nodev; confext also
+ * nosuid,noexec). *ret_loop is the loop device or NULL; i->kernel_sig says
+ * whether the kernel checked the signature too. On failure *ret_reason may
+ * say why (a tampered image, no dm-verity).
  */
-int image_mount_detached(const Image *i, int *ret_fd, char **ret_loop);
+int image_mount_detached(Image *i, int *ret_fd, char **ret_loop, char **ret_reason);
 
 typedef struct Submount {
         char *relative;      /* "foo" for /opt/foo */

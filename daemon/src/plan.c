@@ -72,22 +72,94 @@ static bool image_carries(const Image *i, const char *hierarchy) {
         return strv_contains(i->hierarchies, hierarchy);
 }
 
-static int collect_layers(const PlanInput *in, HierarchyPlan *h) {
-        for (size_t i = 0; i < in->n_images; i++) {
-                Image *img = in->images[i];
-                Image **a;
+const char *plan_layer_name(const PlanLayer *l) {
+        return l->image ? l->image->name : l->kept->name;
+}
 
-                if (img->class != h->class || img->state != IMAGE_CANDIDATE || !img->valid ||
-                    !image_carries(img, h->hierarchy))
-                        continue;
-                a = realloc(h->layers, sizeof(Image *) * (h->n_layers + 1));
-                if (!a)
-                        return -ENOMEM;
-                h->layers = a;
-                h->layers[h->n_layers++] = img;
-        }
-        images_sort(h->layers, h->n_layers);
+const char *plan_layer_extension(const PlanLayer *l) {
+        return l->image ? l->image->extension : l->kept->extension;
+}
+
+const char *plan_layer_version(const PlanLayer *l) {
+        return l->image ? l->image->version : l->kept->version;
+}
+
+const char *plan_layer_fingerprint(const PlanLayer *l) {
+        return l->image ? l->image->fingerprint : l->kept->fingerprint;
+}
+
+int plan_layer_to_layer(const PlanLayer *l, Layer *ret) {
+        if (l->kept)
+                return layer_copy(ret, l->kept);
+        return layer_copy(ret, &(const Layer) {
+                .name = l->image->name,
+                .extension = l->image->extension,
+                .version = l->image->version,
+                .image = l->image->path,
+                .fingerprint = l->image->fingerprint,
+        });
+}
+
+static int add_layer(HierarchyPlan *h, PlanLayer l) {
+        PlanLayer *a = realloc(h->layers, sizeof(PlanLayer) * (h->n_layers + 1));
+
+        if (!a)
+                return -ENOMEM;
+        h->layers = a;
+        h->layers[h->n_layers++] = l;
         return 0;
+}
+
+static int compare_layers(const void *a, const void *b) {
+        return strverscmp_improved(plan_layer_name(a), plan_layer_name(b));
+}
+
+static bool has_layer_of(const HierarchyPlan *h, const char *extension) {
+        for (size_t i = 0; i < h->n_layers; i++)
+                if (streq_ptr(plan_layer_extension(&h->layers[i]), extension))
+                        return true;
+        return false;
+}
+
+/* The current generation, if its layers can be kept: our recorded overlay is on top. */
+static const Generation *keepable(const PlanHierarchyInput *hin) {
+        const Generation *g = hin->current;
+
+        return g && g->merged && hin->live.top == TOP_OURS ? g : NULL;
+}
+
+/* Held back: @extension's layers of the current generation that are still staged stay. */
+static int keep_current(const PlanHierarchyInput *hin, HierarchyPlan *h, const char *extension,
+                        const char **ret_version) {
+        const Generation *g = keepable(hin);
+        bool kept = false;
+        int r;
+
+        for (size_t k = 0; g && k < g->n_layers; k++) {
+                if (!streq(g->layers[k].extension, extension) || !hin->staged || !hin->staged[k])
+                        continue;
+                /* A copy: the current generation is replaced by the swap, the plan is read after it. */
+                Layer *copy = calloc(1, sizeof(Layer));
+
+                if (!copy)
+                        return -ENOMEM;
+                r = layer_copy(copy, &g->layers[k]);
+                if (r >= 0)
+                        r = add_layer(h, (PlanLayer) { .kept = copy });
+                if (r < 0) {
+                        layer_done(copy);
+                        free(copy);
+                        return r;
+                }
+                if (!kept)
+                        *ret_version = g->layers[k].version;
+                kept = true;
+        }
+        return kept;
+}
+
+static bool allowed(const PlanInput *in, const char *extension) {
+        return in->allow_downgrade || strv_contains(in->allow_downgrade_names, extension);
 }
 
 /* The candidate image of this name, valid or not (for a better message). */
@@ -102,69 +174,177 @@ static const Image *find_image(const PlanInput *in, ImageClass c, const char *ex
         return NULL;
 }
 
-static const Image *find_layer(const HierarchyPlan *h, const char *extension) {
-        for (size_t i = 0; i < h->n_layers; i++)
-                if (streq_ptr(h->layers[i]->extension, extension))
-                        return h->layers[i];
+/* The image the current generation had for @extension (for "its image is gone (was ...)"). */
+static const char *current_image(const PlanHierarchyInput *hin, const char *extension) {
+        for (size_t k = 0; hin->current && k < hin->current->n_layers; k++)
+                if (streq(hin->current->layers[k].extension, extension))
+                        return hin->current->layers[k].image;
         return NULL;
 }
 
-/* Anti-downgrade, part 1: no layer older than what was ever active. */
-static int check_versions(const PlanInput *in, HierarchyPlan *h) {
-        for (size_t i = 0; i < h->n_layers; i++) {
-                const Image *img = h->layers[i];
-                const char *hw = versions_get(in->versions, h->class, img->extension);
-
-                if (!hw || in->allow_downgrade)
-                        continue;
-                if (!img->version)
-                        return refuse(h, -EPERM, "extension '%s' has no version (image '%s'), but version %s was "
-                                      "active before: cannot prove it is not a downgrade; refusing (use "
-                                      "--allow-downgrade to override)", img->extension, img->path, hw);
-                if (strverscmp_improved(img->version, hw) < 0)
-                        return refuse(h, -EPERM, "extension '%s' would be downgraded from %s to %s (image '%s'); "
-                                      "refusing (use --allow-downgrade to override)", img->extension, hw,
-                                      img->version, img->path);
-        }
-        return 0;
+static bool has_hold(const HierarchyPlan *h, const char *extension) {
+        for (size_t i = 0; i < h->n_held; i++)
+                if (streq(h->held[i].extension, extension))
+                        return true;
+        return false;
 }
 
-/* Anti-downgrade, part 2: nothing active disappears unless asked for. */
-static int check_removals(const PlanInput *in, HierarchyPlan *h) {
-        const Generation *g = h->current;
+/* One hold per extension; its current layers stay unless another image of it goes in. */
+static int add_hold(HierarchyPlan *h, const PlanInput *in, const PlanHierarchyInput *hin, HoldReason reason,
+                    const char *extension, const char *refused_version, const char *image, const char *detail) {
+        const char *active = NULL;
+        Hold *a, x;
+        int kept = 0;
 
-        if (!g || !g->merged || h->live.top != TOP_OURS)
+        if (has_hold(h, extension))
                 return 0;
-        for (size_t i = 0; i < g->n_layers; i++) {
-                const Layer *l = &g->layers[i];
-                const Image *img;
+        if (!has_layer_of(h, extension))
+                kept = keep_current(hin, h, extension, &active);
+        if (kept < 0)
+                return kept;
+        a = realloc(h->held, sizeof(Hold) * (h->n_held + 1));
+        if (!a)
+                return -ENOMEM;
+        h->held = a;
+        x = (Hold) {
+                .extension = strdup(extension),
+                .reason = reason,
+                .floor = versions_floor(in->versions, h->class, extension) ?
+                         strdup(versions_floor(in->versions, h->class, extension)) : NULL,
+                .active_version = active ? strdup(active) : NULL,
+                .refused_version = refused_version ? strdup(refused_version) : NULL,
+                .image = image ? strdup(image) : NULL,
+                .detail = detail ? strdup(detail) : NULL,
+                .kept = kept > 0,
+        };
+        (void) asprintf_safe(&x.override, "%s%s", reason == HOLD_DOWNGRADE || reason == HOLD_UNVERSIONED ?
+                             "--allow-downgrade=" : "--remove=", extension);
+        if (!x.extension || !x.override || (active && !x.active_version) || (refused_version && !x.refused_version) ||
+            (image && !x.image) || (detail && !x.detail)) {
+                hold_done(&x);
+                return -ENOMEM;
+        }
+        h->held[h->n_held++] = x;
+        return 0;
+}
 
-                if (find_layer(h, l->extension) || in->allow_downgrade || strv_contains(in->remove, l->extension))
+/* Anti-downgrade, part 1: is @img below its extension's floor? The reason, or -1. */
+static int below_floor(const PlanInput *in, const Image *img) {
+        const char *floor = versions_floor(in->versions, img->class, img->extension);
+
+        if (!floor)
+                return -1;
+        if (!img->version)
+                return HOLD_UNVERSIONED;
+        return strverscmp_improved(img->version, floor) < 0 ? HOLD_DOWNGRADE : -1;
+}
+
+/* Every valid image carrying the hierarchy is a layer, unless its version is refused: then held back. */
+static int collect_layers(const PlanInput *in, const PlanHierarchyInput *hin, HierarchyPlan *h,
+                          char ***ret_refused) {
+        _cleanup_strv_free_ char **refused = calloc(1, sizeof(char *));
+        int r;
+
+        if (!refused)
+                return -ENOMEM;
+        for (size_t i = 0; i < in->n_images; i++) {
+                const Image *img = in->images[i];
+                int reason;
+
+                if (img->class != h->class || img->state != IMAGE_CANDIDATE || !img->valid ||
+                    !image_carries(img, h->hierarchy))
                         continue;
-                img = find_image(in, h->class, l->extension);
-                if (img && img->inspected && !img->valid)
-                        return refuse(h, -EPERM, "extension '%s' (active, version %s) would be dropped: its image "
-                                      "'%s' is not valid: %s; refusing (use --remove=%s or --allow-downgrade)",
-                                      l->extension, strna(l->version), img->path, strna(img->reason),
-                                      l->extension);
-                if (img && img->state == IMAGE_CANDIDATE && img->valid)
-                        return refuse(h, -EPERM, "extension '%s' (active, version %s) would be dropped: its image "
-                                      "'%s' no longer carries %s; refusing (use --remove=%s or --allow-downgrade)",
-                                      l->extension, strna(l->version), img->path, h->hierarchy,
-                                      l->extension);
-                return refuse(h, -EPERM, "extension '%s' (active, version %s) would be dropped: its image is "
-                              "gone (was '%s'); refusing (use --remove=%s or --allow-downgrade)",
-                              l->extension, strna(l->version), strna(l->image), l->extension);
+                reason = below_floor(in, img);
+                if (reason >= 0 && !allowed(in, img->extension)) {
+                        if (strv_extend(&refused, img->extension) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                if (reason >= 0 && !strv_contains(h->allowed, img->extension) &&
+                    strv_extend(&h->allowed, img->extension) < 0)
+                        return -ENOMEM;
+                r = add_layer(h, (PlanLayer) { .image = img });
+                if (r < 0)
+                        return r;
+        }
+        /* Held back, each extension on its own, once its other images (if any) are known. */
+        for (size_t i = 0; i < in->n_images; i++) {
+                const Image *img = in->images[i];
+                int reason;
+
+                if (img->class != h->class || img->state != IMAGE_CANDIDATE || !img->valid ||
+                    !image_carries(img, h->hierarchy) || !strv_contains(refused, img->extension))
+                        continue;
+                reason = below_floor(in, img);
+                r = add_hold(h, in, hin, reason, img->extension, img->version, img->path, NULL);
+                if (r < 0)
+                        return r;
+        }
+        *ret_refused = TAKE_PTR(refused);
+        return 0;
+}
+
+/* Is @extension one this hierarchy must not lose unasked? */
+static bool protected_here(const PlanInput *in, const PlanHierarchyInput *hin, const HierarchyPlan *h,
+                           const char *extension) {
+        if (versions_protected(in->versions, h->class, extension, h->hierarchy))
+                return true;
+        /* A format-1 versions.json recorded no protection: the current generation is what was active. */
+        if (!in->versions->legacy || !keepable(hin))
+                return false;
+        for (size_t k = 0; k < hin->current->n_layers; k++)
+                if (streq(hin->current->layers[k].extension, extension))
+                        return true;
+        return false;
+}
+
+/* Anti-downgrade, part 2: nothing protected here disappears unless asked for; otherwise held back. */
+static int check_removal(const PlanInput *in, const PlanHierarchyInput *hin, HierarchyPlan *h,
+                         char * const *refused, const char *extension) {
+        const Image *img;
+
+        if (has_layer_of(h, extension) || strv_contains(refused, extension) ||
+            strv_contains(h->removed, extension) || !protected_here(in, hin, h, extension))
+                return 0;
+        if (strv_contains(in->remove, extension) || allowed(in, extension))
+                return strv_extend(&h->removed, extension);
+
+        img = find_image(in, h->class, extension);
+        if (img && img->inspected && !img->valid)
+                return add_hold(h, in, hin, HOLD_INVALID, extension, img->version, img->path, img->reason);
+        if (img && img->state == IMAGE_CANDIDATE && img->valid)
+                return add_hold(h, in, hin, HOLD_NOT_CARRIED, extension, NULL, img->path, NULL);
+        return add_hold(h, in, hin, HOLD_GONE, extension, NULL, current_image(hin, extension), NULL);
+}
+
+static int check_removals(const PlanInput *in, const PlanHierarchyInput *hin, HierarchyPlan *h,
+                          char * const *refused) {
+        const Generation *g = keepable(hin);
+        int r;
+
+        for (size_t i = 0; i < in->versions->n_entries; i++) {
+                const VersionEntry *e = &in->versions->entries[i];
+
+                if (e->class != h->class)
+                        continue;
+                r = check_removal(in, hin, h, refused, e->extension);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t k = 0; g && k < g->n_layers; k++) {
+                r = check_removal(in, hin, h, refused, g->layers[k].extension);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
 
-bool layers_unchanged(Image * const *layers, size_t n, const Generation *g) {
+bool layers_unchanged(const PlanLayer *layers, size_t n, const Generation *g) {
         if (!g || !g->merged || g->n_layers != n)
                 return false;
         for (size_t i = 0; i < n; i++)
-                if (!streq(layers[i]->name, g->layers[i].name) ||
-                    !streq_ptr(layers[i]->fingerprint, g->layers[i].fingerprint))
+                if (!streq(plan_layer_name(&layers[i]), g->layers[i].name) ||
+                    !streq_ptr(plan_layer_fingerprint(&layers[i]), g->layers[i].fingerprint))
                         return false;
         return true;
 }
@@ -190,12 +370,52 @@ static int plan_unmerge(HierarchyPlan *h) {
                       h->hierarchy, strna(h->live.description));
 }
 
-static int plan_merge_or_refresh(const PlanInput *in, HierarchyPlan *h) {
-        int r;
+static Hold *held_out(const HierarchyPlan *h, const char *extension) {
+        for (size_t i = 0; i < h->n_held; i++)
+                if (!h->held[i].kept && streq(h->held[i].extension, extension))
+                        return &h->held[i];
+        return NULL;
+}
 
-        r = collect_layers(in, h);
-        if (r < 0)
-                return r;
+/*
+ * A held-back extension that is not staged any more cannot be put into a new
+ * overlay, but the overlay in place still has it. If nothing else differs
+ * from the current generation, keeping that overlay keeps it too, rather
+ * than swapping it out for nothing. Then those holds are kept after all.
+ */
+static bool held_out_only(const PlanHierarchyInput *hin, HierarchyPlan *h) {
+        const Generation *g = keepable(hin);
+        size_t k = 0, out = 0;
+
+        if (!g)
+                return false;
+        for (size_t i = 0; i < g->n_layers; i++) {
+                if (held_out(h, g->layers[i].extension)) {
+                        out++;
+                        continue;
+                }
+                if (k >= h->n_layers || !streq(plan_layer_name(&h->layers[k]), g->layers[i].name) ||
+                    !streq_ptr(plan_layer_fingerprint(&h->layers[k]), g->layers[i].fingerprint))
+                        return false;
+                k++;
+        }
+        if (out == 0 || k != h->n_layers)
+                return false;
+        for (size_t i = 0; i < g->n_layers; i++) {
+                Hold *x = held_out(h, g->layers[i].extension);
+
+                if (!x)
+                        continue;
+                x->kept = true;
+                if (free_and_strdup(&x->active_version, g->layers[i].version) < 0)
+                        return false;
+        }
+        return true;
+}
+
+static int plan_merge_or_refresh(const PlanInput *in, const PlanHierarchyInput *hin, HierarchyPlan *h) {
+        _cleanup_strv_free_ char **refused = NULL;
+        int r;
 
         if (h->live.top == TOP_OTHER)
                 return refuse(h, -EBUSY, "something is mounted on top of our overlay at %s (%s); refusing to "
@@ -204,12 +424,19 @@ static int plan_merge_or_refresh(const PlanInput *in, HierarchyPlan *h) {
                 return refuse(h, -EALREADY, "already merged (generation %" PRIu64 "); use refresh",
                               h->current ? h->current->number : 0);
 
-        r = check_versions(in, h);
-        if (r < 0 || h->action == PLAN_REFUSE)
+        r = collect_layers(in, hin, h, &refused);
+        if (r < 0)
                 return r;
-        r = check_removals(in, h);
-        if (r < 0 || h->action == PLAN_REFUSE)
+        r = check_removals(in, hin, h, refused);
+        if (r < 0)
                 return r;
+        if (h->n_layers > 1)
+                qsort(h->layers, h->n_layers, sizeof(PlanLayer), compare_layers);
+
+        if (!in->force && held_out_only(hin, h)) {
+                h->action = PLAN_KEEP;
+                return set_reason(h, "nothing changed but what is held back; the overlay in place keeps it");
+        }
 
         if (h->n_layers == 0) {
                 if (h->live.top == TOP_OURS || h->live.top == TOP_LOST) {
@@ -247,6 +474,14 @@ int plan_build(const PlanInput *in, Plan *ret) {
         Plan p = {};
         int r = 0;
 
+        static const Versions no_versions = {};
+        PlanInput input = *in;
+
+        /* No versions.json yet is no floors. */
+        if (!input.versions)
+                input.versions = &no_versions;
+        in = &input;
+        p.verb = in->verb;
         p.hierarchies = calloc(in->n_hierarchies ?: 1, sizeof(HierarchyPlan));
         if (!p.hierarchies)
                 return -ENOMEM;
@@ -264,7 +499,7 @@ int plan_build(const PlanInput *in, Plan *ret) {
                         r = -ENOMEM;
                         break;
                 }
-                r = in->verb == VERB_UNMERGE ? plan_unmerge(h) : plan_merge_or_refresh(in, h);
+                r = in->verb == VERB_UNMERGE ? plan_unmerge(h) : plan_merge_or_refresh(in, &in->hierarchies[i], h);
                 if (r < 0)
                         break;
         }
@@ -280,7 +515,15 @@ void plan_done(Plan *p) {
         for (size_t i = 0; i < p->n_hierarchies; i++) {
                 free(p->hierarchies[i].hierarchy);
                 free(p->hierarchies[i].reason);
+                for (size_t k = 0; k < p->hierarchies[i].n_layers; k++)
+                        if (p->hierarchies[i].layers[k].kept) {
+                                layer_done(p->hierarchies[i].layers[k].kept);
+                                free(p->hierarchies[i].layers[k].kept);
+                        }
                 free(p->hierarchies[i].layers);
+                holds_free(p->hierarchies[i].held, p->hierarchies[i].n_held);
+                strv_free(p->hierarchies[i].allowed);
+                strv_free(p->hierarchies[i].removed);
                 free(p->hierarchies[i].live.description);
         }
         free(p->hierarchies);
@@ -297,8 +540,14 @@ void plan_print(const Plan *p, FILE *f) {
                         fprintf(f, " — %s", h->reason);
                 fputc('\n', f);
                 for (size_t k = h->n_layers; k > 0; k--)
-                        fprintf(f, "  layer %zu: %s %s\n", k, h->layers[k - 1]->name,
-                                h->layers[k - 1]->version ?: "(unversioned)");
+                        fprintf(f, "  layer %zu: %s %s%s\n", k, plan_layer_name(&h->layers[k - 1]),
+                                plan_layer_version(&h->layers[k - 1]) ?: "(unversioned)",
+                                h->layers[k - 1].kept ? " (kept: held back)" : "");
+                for (size_t k = 0; k < h->n_held; k++) {
+                        _cleanup_free_ char *d = hold_describe(&h->held[k], h->hierarchy);
+
+                        fprintf(f, "  held back: %s\n", strna(d));
+                }
         }
 }
 
@@ -318,13 +567,90 @@ json_object *plan_to_json(const Plan *p) {
                 for (size_t k = 0; k < h->n_layers; k++) {
                         json_object *l = json_object_new_object();
 
-                        json_object_object_add(l, "name", json_object_new_string(h->layers[k]->name));
-                        if (h->layers[k]->version)
-                                json_object_object_add(l, "version", json_object_new_string(h->layers[k]->version));
+                        json_object_object_add(l, "name", json_object_new_string(plan_layer_name(&h->layers[k])));
+                        if (plan_layer_version(&h->layers[k]))
+                                json_object_object_add(l, "version",
+                                                       json_object_new_string(plan_layer_version(&h->layers[k])));
+                        json_object_object_add(l, "kept", json_object_new_boolean(h->layers[k].kept != NULL));
                         json_object_array_add(layers, l);
                 }
                 json_object_object_add(o, "layers", layers);
+                json_object *held = json_object_new_array();
+
+                for (size_t k = 0; k < h->n_held; k++)
+                        json_object_array_add(held, hold_to_json(&h->held[k]));
+                json_object_object_add(o, "held_back", held);
                 json_object_array_add(a, o);
         }
         return a;
+}
+
+bool plan_activates(const HierarchyPlan *h) {
+        switch (h->action) {
+        case PLAN_KEEP:
+        case PLAN_MERGE:
+        case PLAN_REFRESH:
+        case PLAN_TAKEOVER:
+                return true;
+        case PLAN_NOTHING:
+        case PLAN_UNMERGE:
+        case PLAN_REFUSE:
+        case _PLAN_ACTION_MAX:
+                break;
+        }
+        return false;
+}
+
+/* One hierarchy done as planned: its floors follow its layers, its requested removals unprotect. */
+static int hierarchy_versions_after(const HierarchyPlan *h, Versions *v, uint64_t when_usec, const char *via) {
+        int r;
+
+        if (h->action == PLAN_REFUSE)
+                return 0;
+        for (size_t i = 0; plan_activates(h) && i < h->n_layers; i++) {
+                const PlanLayer *l = &h->layers[i];
+                const char *extension = plan_layer_extension(l), *version = plan_layer_version(l);
+
+                const char *floor = versions_floor(v, h->class, extension);
+
+                /* Below the floor (as it is now: another hierarchy may have moved it already). */
+                if (l->image && strv_contains(h->allowed, extension) && floor &&
+                    (!version || strverscmp_improved(version, floor) < 0)) {
+                        r = versions_allow(v, h->class, extension, version, when_usec, via);
+                        if (r < 0)
+                                return r;
+                }
+                r = versions_activate(v, h->class, extension, h->hierarchy, version, when_usec, via);
+                if (r < 0)
+                        return r;
+        }
+        STRV_FOREACH(x, h->removed) {
+                r = versions_unprotect(v, h->class, *x, h->hierarchy);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int plan_versions_after(const Plan *p, const Versions *old, const bool *done, uint64_t when_usec,
+                        const char *via, Versions *ret) {
+        Versions v;
+        int r;
+
+        r = versions_copy(&v, old);
+        if (r < 0)
+                return r;
+        /* Written as format 2 from now on: what this run activates is protected. */
+        v.legacy = p->verb == VERB_UNMERGE && old->legacy;
+        for (size_t i = 0; p->verb != VERB_UNMERGE && i < p->n_hierarchies; i++) {
+                if (done && !done[i])
+                        continue;
+                r = hierarchy_versions_after(&p->hierarchies[i], &v, when_usec, via);
+                if (r < 0) {
+                        versions_done(&v);
+                        return r;
+                }
+        }
+        *ret = v;
+        return 0;
 }

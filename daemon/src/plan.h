@@ -4,22 +4,29 @@
 /*
  * The plan: what a merge, refresh or unmerge will do to each hierarchy,
  * decided from the images found, the current generations, what is mounted on
- * top of each hierarchy now, the version high-water marks and the options.
- * plan_build() makes no system calls: it can be printed, and unit-tested
- * without privileges.
+ * top of each hierarchy now, the version floors (versions.h) and the
+ * options. plan_build() makes no system calls: it can be printed, and
+ * unit-tested without privileges.
  *
  * Policy, per hierarchy:
  *   - every valid image of the class that carries the hierarchy is a layer,
  *     ordered by strverscmp_improved() of its name (last = top);
  *   - an invalid image is reported and left out, the rest go ahead;
- *   - anti-downgrade: a layer older than its extension's high-water mark, or
- *     without a version while one is recorded, is refused; an extension in
- *     the current generation that would be dropped (its image gone or now
- *     invalid) is refused unless its removal was requested (--remove=NAME);
- *     --allow-downgrade permits both. A refused hierarchy keeps its current
- *     generation; the other hierarchies go ahead.
+ *   - anti-downgrade, per extension: an image older than its extension's
+ *     floor, or without a version while there is a floor, is refused, and
+ *     so is the loss of an extension protected in the hierarchy (its image
+ *     gone, invalid, or no longer carrying it) unless its removal was
+ *     requested (--remove=NAME). A refused extension is *held back alone*:
+ *     its layer of the current generation stays if it is still staged (the
+ *     staged mount of the image that was active, whatever the file on disk
+ *     holds now), and it stays out otherwise; every other extension of the
+ *     hierarchy goes ahead in the same swap. --allow-downgrade permits it for
+ *     all extensions, --allow-downgrade=NAME for one; what was allowed is in
+ *     the plan, for the floors to follow (plan_versions_after());
  *   - unchanged inputs (same layers, same image fingerprints, our overlay
- *     still on top) are a no-op unless --force.
+ *     still on top) are a no-op unless --force;
+ *   - something else on top of our overlay refuses the hierarchy; the
+ *     others go ahead.
  */
 
 #include <json-c/json.h>
@@ -30,6 +37,7 @@
 
 #include "image.h"
 #include "state.h"
+#include "versions.h"
 
 typedef enum TuckVerb {
         VERB_MERGE,
@@ -68,15 +76,32 @@ typedef enum PlanAction {
         _PLAN_ACTION_MAX,
 } PlanAction;
 
+/* A layer of the new generation: an image found now, or a layer of the current one kept. */
+typedef struct PlanLayer {
+        const Image *image;          /* borrowed; NULL for a kept layer */
+        Layer *kept;                 /* a copy of the current generation's layer: held back */
+} PlanLayer;
+
+const char *plan_layer_name(const PlanLayer *l);
+const char *plan_layer_extension(const PlanLayer *l);
+const char *plan_layer_version(const PlanLayer *l);
+const char *plan_layer_fingerprint(const PlanLayer *l);
+/* The layer as a generation record has it (a deep copy). */
+int plan_layer_to_layer(const PlanLayer *l, Layer *ret);
+
 typedef struct HierarchyPlan {
         char *hierarchy;     /* "/usr" (no root prefix) */
         ImageClass class;
         PlanAction action;
         int error;           /* for PLAN_REFUSE: -EPERM (policy), -EBUSY, ... */
         char *reason;
-        Image **layers;      /* borrowed, bottom to top */
+        PlanLayer *layers;   /* bottom to top */
         size_t n_layers;
-        const Generation *current;   /* borrowed, NULL if never merged */
+        Hold *held;          /* extensions held back */
+        size_t n_held;
+        char **allowed;      /* extensions activated below their floor, as allowed */
+        char **removed;      /* protected extensions that leave, as requested or allowed */
+        const Generation *current;   /* borrowed, NULL if never merged (stale once swapped) */
         LiveState live;
 } HierarchyPlan;
 
@@ -84,6 +109,7 @@ typedef struct PlanHierarchyInput {
         const char *hierarchy;
         ImageClass class;
         const Generation *current;
+        const bool *staged;          /* parallel to current->layers: its image is still staged */
         LiveState live;
 } PlanHierarchyInput;
 
@@ -93,13 +119,15 @@ typedef struct PlanInput {
         size_t n_images;
         const PlanHierarchyInput *hierarchies;
         size_t n_hierarchies;
-        json_object *versions;       /* high-water marks */
+        const Versions *versions;    /* floors and protection */
         bool force;
-        bool allow_downgrade;
+        bool allow_downgrade;        /* every extension (and unrequested removals) */
+        char * const *allow_downgrade_names;   /* these extensions only */
         char * const *remove;        /* extensions whose removal was requested */
 } PlanInput;
 
 typedef struct Plan {
+        TuckVerb verb;
         HierarchyPlan *hierarchies;
         size_t n_hierarchies;
 } Plan;
@@ -113,5 +141,18 @@ void plan_done(Plan *p);
 void plan_print(const Plan *p, FILE *f);
 json_object *plan_to_json(const Plan *p);
 
+/* Does this hierarchy's plan put layers in place (swap or keep)? */
+bool plan_activates(const HierarchyPlan *h);
+
+/*
+ * The floors and protection once the hierarchies marked in @done (parallel
+ * to p->hierarchies; NULL: every one) are done as planned: each layer in
+ * place is activated (a higher version raises its floor), each one allowed
+ * below its floor records the decision (@when_usec, @via), each requested
+ * removal drops the protection. An unmerge changes nothing.
+ */
+int plan_versions_after(const Plan *p, const Versions *old, const bool *done, uint64_t when_usec,
+                        const char *via, Versions *ret);
+
 /* Do these layers equal the generation's (names, fingerprints, order)? */
-bool layers_unchanged(Image * const *layers, size_t n, const Generation *g);
+bool layers_unchanged(const PlanLayer *layers, size_t n, const Generation *g);

@@ -39,7 +39,7 @@ static int finish_interrupted_swap(Run *run, const TuckHierarchy *h) {
         uint64_t id;
         int r;
 
-        if (generation_load(run->c->run_dir, h->path, &g) < 0 || !g.merged)
+        if (generation_load(run->c->run_dir, h->path, &g, NULL) < 0 || !g.merged)
                 return 0;   /* no record: observe and plan say what the top is */
         if (path_get_mnt_id(AT_FDCWD, h->full, &id) < 0 || id != g.overlay_mnt_id)
                 return 0;

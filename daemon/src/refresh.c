@@ -15,7 +15,13 @@
  *   3. observe     each hierarchy: our generation record, and what is on top now
  *                  (observe.c: whose the top mount is)
  *   4. plan        per hierarchy, keep / merge / refresh / take over / unmerge /
- *                  refuse (plan.c: policy, anti-downgrade, no-op)
+ *                  refuse (plan.c: policy, no-op); an extension whose version
+ *                  or whose loss is refused is held back alone (its staged
+ *                  layer kept, or left out) and the rest goes ahead
+ *      floors      the version floors, decisions and removal protection the
+ *                  plan allows go to /var/lib/tuck/versions.json *before* any
+ *                  swap (versions.h): killed at any point, the floor is the
+ *                  old one or the new one
  *   5. execute     per hierarchy, independently (execute_swap()):
  *        a. base     capture it once, before the first merge: a private clone,
  *                    peeled out from under systemd-sysext's overlay if needed
@@ -24,13 +30,15 @@
  *                    clone it out detached and private with its flags (overlay.c)
  *        d. swap     first merge: on top; otherwise MOVE_MOUNT_BENEATH beneath
  *                    the live top, then unmount the old top (swap.c)
- *        e. record   the generation (/run/tuck) and versions (/var/lib/tuck)
+ *        e. record   the generation (/run/tuck), with what is held back
  *        f. stale    the namespaces that did not follow: healed, reported or
  *                    restarted as StalePolicy= says (stale.c; a snapshot is
  *                    taken before 5d, loosenable namespaces pinned)
  *   6. collect     unmount staged images no generation uses any more
  *   7. stale       the same for every merged hierarchy that did not change:
  *                  what a killed run or StalePolicy=report left behind
+ *   8. floors      once more, for what was done: a swap that failed neither
+ *                  raises a floor nor spends a decision
  *
  * Every step before 5d works in the staging namespace or on detached mounts:
  * if one fails, the host's mount table is exactly as it was.
@@ -56,7 +64,9 @@
 #include "status.h"
 #include "swap.h"
 #include "util.h"
+#include "verity.h"
 #include "version.h"
+#include "versions.h"
 
 static const TuckOptions no_options = {};
 
@@ -85,6 +95,9 @@ void run_done(Run *run) {
         for (size_t i = 0; run->generations && i < run->c->n_hierarchies; i++)
                 generation_done(&run->generations[i]);
         free(run->generations);
+        for (size_t i = 0; run->record_errors && i < run->c->n_hierarchies; i++)
+                free(run->record_errors[i]);
+        free(run->record_errors);
         for (size_t i = 0; i < run->n_inputs; i++)
                 free(run->inputs[i].live.description);
         free(run->inputs);
@@ -92,13 +105,37 @@ void run_done(Run *run) {
         plan_done(&run->plan);
         staging_close(&run->staging);
         staging_table_done(&run->table);
-        json_object_put(run->versions);
+        versions_done(&run->versions);
+        versions_done(&run->written);
+        for (size_t i = 0; run->staged && i < run->n_inputs; i++)
+                free(run->staged[i]);
+        free(run->staged);
         host_release_done(&run->host);
         tuck_unlock(run->c);
 }
 
 bool class_selected(const TuckOptions *o, ImageClass k) {
         return o->classes == 0 || (o->classes & (1u << k));
+}
+
+/*
+ * The staging table. One that cannot be read is started afresh, never a
+ * reason to stop: the images it listed are orphans then, detached, and
+ * staged again where still needed (the live overlay keeps its own references).
+ */
+static int load_staging_table(Run *run) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = staging_table_load(run->c->run_dir, &run->table, &error);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                (void) report_warn(run->report, "Ignoring %s/staging.json: %s; staged images are mounted afresh",
+                                   run->c->run_dir, error ?: strerror(-r));
+                run->table = (StagingTable) { .next_id = 1 };
+        }
+        return 0;
 }
 
 /* 0. prepare: the lock, the staging namespace and its table, what is recorded. */
@@ -113,18 +150,21 @@ static int open_staging(Run *run) {
         if (r < 0)
                 return report_set_error(run->report, r, "cannot set up the staging namespace in %s: %s",
                                         run->c->run_dir, strerror(-r));
-        r = staging_table_load(run->c->run_dir, &run->table);
+        r = load_staging_table(run);
         if (r < 0)
-                return report_set_error(run->report, r, "cannot read %s/staging.json: %s", run->c->run_dir,
-                                        strerror(-r));
+                return r;
         if (run->table.ns_ino != run->staging.ns_ino) {
                 /* A new staging namespace: whatever the table listed is not mounted there. */
                 staging_table_done(&run->table);
                 run->table = (StagingTable) { .ns_ino = run->staging.ns_ino, .next_id = 1 };
         }
-        /* What a killed run left in the staging namespace goes before anything is staged again. */
-        if (staging_enter(&run->staging) >= 0)
-                staging_detach_orphans(&run->staging, &run->table);
+        if (staging_enter(&run->staging) >= 0) {
+                /* What a killed run left in the staging namespace goes before anything is staged
+                 * again (not when only looking: a lost table would make every image an orphan). */
+                if (!run->listing)
+                        staging_detach_orphans(&run->staging, &run->table);
+                staging_table_drop_unmounted(&run->staging, &run->table);
+        }
         (void) staging_leave(&run->staging);
         return 0;
 }
@@ -141,10 +181,10 @@ int run_prepare(Run *run) {
         r = open_staging(run);
         if (r < 0)
                 return r;
-        r = versions_load(run->c->state_dir, &run->versions);
-        if (r < 0)
-                return report_set_error(run->report, r, "cannot read %s/versions.json: %s", run->c->state_dir,
-                                        strerror(-r));
+        /* dm-verity devices a killed run left unmounted go now; those in use go with their last mount. */
+        r = verity_sweep();
+        if (r < 0 && r != -ENOENT)
+                log_debug_errno(r, "Cannot look for dm-verity devices left behind: %m");
         if (run->verb == VERB_UNMERGE)
                 return 0;
         r = host_release_load(run->c->root, &run->host);
@@ -201,7 +241,7 @@ static int mark_invalid(Image *i, const char *fmt, ...) {
 }
 
 /* A tree fd for reading the image: where it is staged, or a fresh detached mount. */
-static int image_tree_fd(Run *run, size_t idx, int *ret_fd) {
+static int image_tree_fd(Run *run, size_t idx, int *ret_fd, char **ret_reason) {
         Image *img = run->images[idx];
         Inspected *x = &run->inspected[idx];
         StagedImage *s;
@@ -221,32 +261,52 @@ static int image_tree_fd(Run *run, size_t idx, int *ret_fd) {
                 staging_table_remove(&run->table, s->id);
         }
 
-        r = image_mount_detached(img, &x->mount_fd, &x->loop);
+        r = image_mount_detached(img, &x->mount_fd, &x->loop, ret_reason);
         if (r < 0)
                 return r;
         *ret_fd = fcntl(x->mount_fd, F_DUPFD_CLOEXEC, 3);
         return *ret_fd < 0 ? -errno : 0;
 }
 
-/* Is the image usable (kind, readable, mountable, release file)? An unusable one is marked, not an error. */
+/*
+ * Is the image usable: who may write it (trust.c), what it holds and how it
+ * is protected (dissect.c), whether ImagePolicy= takes that, whether it
+ * mounts (with dm-verity: verified in full first), what its release file
+ * says? An unusable one is marked with the reason, not an error.
+ */
 static int inspect_image(Run *run, size_t idx) {
         Image *img = run->images[idx];
+        _cleanup_free_ char *reason = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (img->type == IMAGE_TYPE_GPT)
-                return mark_invalid(img, "GPT disk images (DDIs) are not supported yet; use a bare squashfs "
-                                    "or erofs .raw image");
         if (img->type == IMAGE_TYPE_UNSUPPORTED)
                 return img->fstype ?
                         mark_invalid(img, "file system '%s' is not supported (squashfs and erofs only)", img->fstype) :
                         mark_invalid(img, "no squashfs or erofs file system found");
+        img->inspected = true;
+        img->valid = true;
+        r = image_check_trust(img);
+        if (r <= 0)
+                return r;
+        r = image_dissect(img, run->c->root, run->host.architecture);
+        if (r <= 0)
+                return r;
+        r = image_check_policy(img, run->c->config.image_policy[img->class]);
+        if (r <= 0)
+                return r;
         r = image_fingerprint(img);
         if (r < 0)
                 return mark_invalid(img, "cannot read: %s", strerror(-r));
-        r = image_tree_fd(run, idx, &fd);
+        r = image_tree_fd(run, idx, &fd, &reason);
         if (r < 0)
-                return mark_invalid(img, "cannot mount: %s", strerror(-r));
+                return reason ? mark_invalid(img, "%s", reason) : mark_invalid(img, "cannot mount: %s", strerror(-r));
+        if (img->kernel_sig > 0)
+                log_info("%s: the kernel checked the root hash signature too.", img->path);
+        else if (img->kernel_sig < 0)
+                log_info("%s: the kernel could not check the root hash signature (activating with it failed: "
+                         "%s; it has no key for it, or no DM_VERITY_VERIFY_ROOTHASH_SIG); it was checked in "
+                         "userspace against verity.d.", img->path, strerror(-img->kernel_sig));
         return image_validate(img, fd, &run->host, run->c->root, run->c->config.hierarchies[img->class]);
 }
 
@@ -257,12 +317,18 @@ static int run_inspect(Run *run) {
 
                 if (img->state != IMAGE_CANDIDATE)
                         continue;
-                r = inspect_image(run, i);
+                if (!img->inspected)
+                        r = inspect_image(run, i);
+                else
+                        r = 0;   /* refused at discovery (an untrusted search directory) */
                 if (r < 0)
                         return r;
                 if (!img->valid)
                         (void) report_warn(run->report, "Skipped %s image '%s': %s", image_class_to_string(img->class),
                                            img->path, img->reason);
+                else if (img->identity_note)
+                        (void) report_warn(run->report, "%s image '%s' ('%s'): %s", image_class_to_string(img->class),
+                                           img->name, img->path, img->identity_note);
         }
         return 0;
 }
@@ -273,17 +339,20 @@ static int run_inspect(Run *run) {
 static int load_generation(Run *run, size_t i) {
         const TuckHierarchy *h = &run->c->hierarchies[i];
         Generation *g = &run->generations[i];
+        _cleanup_free_ char *error = NULL, *path = NULL;
         int r;
 
-        r = generation_load(run->c->run_dir, h->path, g);
-        if (r == -ENOENT) {
-                *g = (Generation) { .class = h->class, .hierarchy = strdup(h->path) };
-                return g->hierarchy ? 0 : -ENOMEM;
+        r = generation_load(run->c->run_dir, h->path, g, &error);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 && r != -ENOENT) {
+                path = generation_path(run->c->run_dir, h->path);
+                (void) asprintf_safe(&run->record_errors[i], "cannot use the generation record %s: %s",
+                                     strna(path), error ?: strerror(-r));
         }
         if (r < 0)
-                return report_set_error(run->report, r, "Failed to read the generation record of %s: %s",
-                                        h->path, strerror(-r));
-        return 0;
+                *g = (Generation) { .class = h->class, .hierarchy = strdup(h->path) };
+        return g->hierarchy ? 0 : -ENOMEM;
 }
 
 /* The plan's input for hierarchy i: its record and what is on top now. */
@@ -301,6 +370,26 @@ static int observe_hierarchy(Run *run, size_t i) {
                         return -ENOMEM;
                 return hierarchy_report_set(hr, OUTCOME_NOTHING, 0, "%s does not exist here, skipped", h->full);
         }
+        if (run->record_errors[i]) {
+                HierarchyReport *hr;
+
+                /* Unmerge and list go on as if there were no record: unmerge takes our overlay
+                 * down all the same and writes a fresh one. Nothing else acts on a hierarchy
+                 * whose state it cannot read; the others go ahead. */
+                if (run->verb == VERB_UNMERGE || run->listing) {
+                        r = report_warn(run->report, "%s: %s; taken as no record", h->path, run->record_errors[i]);
+                        if (r < 0)
+                                return r;
+                } else {
+                        hr = report_add(run->report, h->path, h->class);
+                        if (!hr)
+                                return -ENOMEM;
+                        (void) hierarchy_report_set(hr, OUTCOME_FAILED, -EBADMSG, "%s; left as it is (tuckctl "
+                                                    "unmerge takes it down and writes a fresh record)",
+                                                    run->record_errors[i]);
+                        return 0;
+                }
+        }
         in = &run->inputs[run->n_inputs];
         run->input_index[run->n_inputs++] = i;
         *in = (PlanHierarchyInput) {
@@ -308,6 +397,14 @@ static int observe_hierarchy(Run *run, size_t i) {
                 .class = h->class,
                 .current = g->number > 0 ? g : NULL,
         };
+        /* Which layers of the current generation could stay if held back: those still staged. */
+        run->staged[run->n_inputs - 1] = calloc(g->n_layers ?: 1, sizeof(bool));
+        if (!run->staged[run->n_inputs - 1])
+                return -ENOMEM;
+        for (size_t k = 0; k < g->n_layers; k++)
+                run->staged[run->n_inputs - 1][k] = staging_table_find(&run->table, g->class,
+                                                                       g->layers[k].fingerprint) != NULL;
+        in->staged = run->staged[run->n_inputs - 1];
         r = observe_live(h, g, &in->live);
         if (r < 0)
                 return report_set_error(run->report, r, "Failed to look at %s: %s", h->full, strerror(-r));
@@ -318,7 +415,9 @@ int run_observe(Run *run) {
         run->generations = calloc(run->c->n_hierarchies ?: 1, sizeof(Generation));
         run->inputs = calloc(run->c->n_hierarchies ?: 1, sizeof(PlanHierarchyInput));
         run->input_index = calloc(run->c->n_hierarchies ?: 1, sizeof(size_t));
-        if (!run->generations || !run->inputs || !run->input_index)
+        run->record_errors = calloc(run->c->n_hierarchies ?: 1, sizeof(char *));
+        run->staged = calloc(run->c->n_hierarchies ?: 1, sizeof(bool *));
+        if (!run->generations || !run->inputs || !run->input_index || !run->record_errors || !run->staged)
                 return -ENOMEM;
 
         for (size_t i = 0; i < run->c->n_hierarchies; i++) {
@@ -336,7 +435,25 @@ int run_observe(Run *run) {
         return 0;
 }
 
-/* 4. plan */
+/* 4. plan: the floors first. A versions.json that cannot be read stops merge and refresh, whose
+ * floors it holds; unmerge, status and list never read it. */
+static int load_versions(Run *run) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        if (run->verb == VERB_UNMERGE)
+                return 0;
+        r = versions_load(run->c->state_dir, &run->versions, &error);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return report_set_error(run->report, r, "cannot use %s/versions.json: %s; refusing to %s without "
+                                        "the version floors it holds (unmerge, status and list still work; "
+                                        "fix the file, or move it aside to start every floor afresh)",
+                                        run->c->state_dir, error ?: strerror(-r), verb_to_string(run->verb));
+        return versions_copy(&run->written, &run->versions);
+}
+
 static int run_plan(Run *run) {
         PlanInput in = {
                 .verb = run->verb,
@@ -344,13 +461,76 @@ static int run_plan(Run *run) {
                 .n_images = run->n_images,
                 .hierarchies = run->inputs,
                 .n_hierarchies = run->n_inputs,
-                .versions = run->versions,
+                .versions = &run->versions,
                 .force = run->o->force,
                 .allow_downgrade = run->o->allow_downgrade || run->c->config.allow_downgrade,
+                .allow_downgrade_names = run->o->allow_downgrade_names,
                 .remove = run->o->remove,
         };
+        int r;
 
+        r = load_versions(run);
+        if (r < 0)
+                return r;
         return plan_build(&in, &run->plan);
+}
+
+/* Who decided, for versions.json: the caller's words, and tuck.conf's if it allowed downgrades. */
+static char *run_via(Run *run) {
+        char *s = NULL;
+
+        if (run->c->config.allow_downgrade && !run->o->allow_downgrade)
+                (void) asprintf_safe(&s, "%s, with AllowDowngrade=yes in %s", run->o->via ?: "libtuck",
+                                     run->c->config_path);
+        else
+                s = strdup(run->o->via ?: "libtuck");
+        return s;
+}
+
+/*
+ * The floors once the hierarchies marked in @done are done as planned, into
+ * versions.json if they differ from what it holds. Called before any swap
+ * with every hierarchy (what the swaps allow is on disk first), and after,
+ * with those that succeeded.
+ */
+static int save_floors(Run *run, const bool *done) {
+        _cleanup_(versions_done) Versions after = {};
+        _cleanup_free_ char *via = run_via(run);
+        int r;
+
+        if (run->verb == VERB_UNMERGE)
+                return 0;
+        if (!via)
+                return -ENOMEM;
+        r = plan_versions_after(&run->plan, &run->versions, done, now_usec(CLOCK_REALTIME), via, &after);
+        if (r < 0)
+                return r;
+        if (versions_equal(&after, &run->written))
+                return 0;
+        r = versions_save(run->c->state_dir, &after);
+        if (r < 0)
+                return r;
+        versions_done(&run->written);
+        run->written = after;
+        after = (Versions) {};
+        return 1;
+}
+
+/* 4, floors: before any swap. If they cannot be written, no swap happens (see execute_one()). */
+static int run_save_floors(Run *run) {
+        int r;
+
+        if (run->verb == VERB_UNMERGE)
+                return 0;
+        r = save_floors(run, NULL);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                run->floors_unsaved = r;
+                (void) report_warn(run->report, "cannot write %s/versions.json: %s; no swap in this run",
+                                   run->c->state_dir, strerror(-r));
+        }
+        return 0;
 }
 
 /* 5. execute: one hierarchy's swap, step by step. */
@@ -456,7 +636,8 @@ static int stage_image(Run *run, const Image *img, Inspected *x, char **ret_erro
 
         if (x->staged_id != 0)
                 return 0;
-        r = staging_table_add(&run->table, img->class, img->path, img->fingerprint, x->loop, &id);
+        r = staging_table_add(&run->table, img->class, img->path, img->fingerprint, x->loop,
+                              image_is_usr_partition(img), &id);
         if (r < 0)
                 return r;
         r = staging_attach(&run->staging, x->mount_fd, staging_image_path(rel, id));
@@ -470,6 +651,37 @@ static int stage_image(Run *run, const Image *img, Inspected *x, char **ret_erro
         return 0;
 }
 
+/*
+ * Inside: where layer @l is staged. A new image is staged now; a kept layer
+ * (held back) is the staged mount of the image that was active, found by its
+ * fingerprint: the file on disk may hold another image by now.
+ */
+static int layer_staged_id(Run *run, ImageClass class, const PlanLayer *l, unsigned *ret, bool *ret_usr_root,
+                           char **ret_error) {
+        Inspected *x;
+        int r;
+
+        if (l->kept) {
+                const StagedImage *s = staging_table_find(&run->table, class, l->kept->fingerprint);
+
+                if (!s) {
+                        (void) asprintf_safe(ret_error, "the staged image of '%s' %s (held back) is gone",
+                                             l->kept->name, l->kept->version ?: "(unversioned)");
+                        return -ENOENT;
+                }
+                *ret = s->id;
+                *ret_usr_root = s->usr_root;
+                return 0;
+        }
+        x = &run->inspected[image_index(run, l->image)];
+        r = stage_image(run, l->image, x, ret_error);
+        if (r < 0)
+                return r;
+        *ret = x->staged_id;
+        *ret_usr_root = image_is_usr_partition(l->image);
+        return 0;
+}
+
 /* 5b. Attach the layers' images in the staging namespace; the lowerdirs, top first, base last. */
 static int stage_layers(Run *run, SwapJob *j) {
         _cleanup_strv_free_ char **lowers = calloc(1, sizeof(char *));
@@ -479,13 +691,17 @@ static int stage_layers(Run *run, SwapJob *j) {
                 return -ENOMEM;
         r = staging_enter(&run->staging);
         for (size_t k = j->p->n_layers; r >= 0 && k > 0; k--) {
-                const Image *img = j->p->layers[k - 1];
-                Inspected *x = &run->inspected[image_index(run, img)];
+                const PlanLayer *l = &j->p->layers[k - 1];
+                unsigned id = 0;
+                bool usr_root = false;
                 char *lower = NULL;
 
-                r = stage_image(run, img, x, &j->error);
-                if (r >= 0 && (asprintf_safe(&lower, "i/%u/%s", x->staged_id, j->h->path + 1) < 0 ||
-                               strv_consume(&lowers, lower) < 0))
+                r = layer_staged_id(run, j->p->class, l, &id, &usr_root, &j->error);
+                /* A DDI's usr partition is /usr itself: the layer is its root. */
+                if (r >= 0 && (usr_root ? asprintf_safe(&lower, "i/%u", id) :
+                                          asprintf_safe(&lower, "i/%u/%s", id, j->h->path + 1)) < 0)
+                        r = -ENOMEM;
+                if (r >= 0 && strv_consume(&lowers, lower) < 0)
                         r = -ENOMEM;
         }
         (void) staging_leave(&run->staging);
@@ -633,16 +849,6 @@ static int swap_into_place(SwapJob *j) {
         return 0;
 }
 
-static int layer_from_image(Layer *l, const Image *img) {
-        return layer_copy(l, &(const Layer) {
-                .name = img->name,
-                .extension = img->extension,
-                .version = img->version,
-                .image = img->path,
-                .fingerprint = img->fingerprint,
-        });
-}
-
 /* The record of the generation now in place at the hierarchy. */
 static int new_generation(const SwapJob *j, Generation *ret) {
         Generation g = {
@@ -665,9 +871,14 @@ static int new_generation(const SwapJob *j, Generation *ret) {
         if (r >= 0 && (!g.hierarchy || !g.layers))
                 r = -ENOMEM;
         for (size_t i = 0; r >= 0 && i < j->p->n_layers; i++) {
-                r = layer_from_image(&g.layers[i], j->p->layers[i]);
+                r = plan_layer_to_layer(&j->p->layers[i], &g.layers[i]);
                 if (r >= 0)
                         g.n_layers++;
+        }
+        if (r >= 0 && j->p->n_held > 0) {
+                r = holds_copy(j->p->held, j->p->n_held, &g.held);
+                if (r >= 0)
+                        g.n_held = j->p->n_held;
         }
         if (r < 0) {
                 generation_done(&g);
@@ -677,21 +888,7 @@ static int new_generation(const SwapJob *j, Generation *ret) {
         return 0;
 }
 
-/* New high-water marks: --allow-downgrade activates an older version but keeps the mark. */
-static int update_versions(Run *run, const HierarchyPlan *p) {
-        for (size_t i = 0; i < p->n_layers; i++) {
-                const Image *img = p->layers[i];
-                const char *hw = versions_get(run->versions, img->class, img->extension);
-
-                if (!img->version || (hw && strverscmp_improved(img->version, hw) <= 0))
-                        continue;
-                if (versions_set(run->versions, img->class, img->extension, img->version) < 0)
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
-/* 5e. Record the generation (/run/tuck) and the versions (/var/lib/tuck, saved at the end of the run). */
+/* 5e. Record the generation (/run/tuck); the floors it allows are in /var/lib/tuck already. */
 static int record(Run *run, const SwapJob *j, Generation *ret) {
         Generation g;
         int r;
@@ -700,8 +897,6 @@ static int record(Run *run, const SwapJob *j, Generation *ret) {
         if (r < 0)
                 return r;
         r = generation_save(run->c->run_dir, &g);
-        if (r >= 0)
-                r = update_versions(run, j->p);
         if (r < 0) {
                 generation_done(&g);
                 return r;
@@ -795,6 +990,7 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
         _cleanup_free_ char *base_rel = path_join("b", h->id);
         PastOverlay *history;
         size_t n_history;
+        Hold *held;
         uint64_t id;
         int r;
 
@@ -821,6 +1017,14 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
         }
         g->merged = false;
         g->since_usec = now_usec(CLOCK_REALTIME);
+        /* What the plan holds back: none for the verb unmerge; a refresh left with no extension
+         * but one held back (out: nothing of it staged) is degraded, and must say so. */
+        r = holds_copy(p->held, p->n_held, &held);
+        if (r < 0)
+                return r;
+        holds_free(g->held, g->n_held);
+        g->held = held;
+        g->n_held = p->n_held;
         r = generation_save(run->c->run_dir, g);
         if (r < 0)
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "unmounted, but the record could not be "
@@ -829,16 +1033,52 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
         return 1;
 }
 
+/*
+ * Without a swap, what is held back may still change (held back now, or no
+ * longer): the record says it, for status and tuckd. A hierarchy never merged
+ * gets a record of generation 0 only when it has something to say.
+ */
+static void record_held(Run *run, size_t idx, const HierarchyPlan *p, HierarchyReport *hr) {
+        Generation *g = &run->generations[idx];
+        Hold *held = NULL;
+        int r;
+
+        if (holds_equal(g->held, g->n_held, p->held, p->n_held) || (g->number == 0 && p->n_held == 0))
+                return;
+        r = holds_copy(p->held, p->n_held, &held);
+        if (r >= 0) {
+                holds_free(g->held, g->n_held);
+                g->held = held;
+                g->n_held = p->n_held;
+                r = generation_save(run->c->run_dir, g);
+        }
+        if (r < 0)
+                (void) report_warn(run->report, "%s: cannot record what is held back: %s", p->hierarchy,
+                                   strerror(-r));
+        (void) hr;
+}
+
 /* One hierarchy's plan; a failure is in its report. -EINVAL only for a plan that makes no sense. */
 static int execute_one(Run *run, const HierarchyPlan *p, size_t idx, HierarchyReport *hr) {
         const Generation *g = &run->generations[idx];
 
+        if (run->floors_unsaved < 0 && (p->action == PLAN_MERGE || p->action == PLAN_REFRESH ||
+                                        p->action == PLAN_TAKEOVER)) {
+                hierarchy_report_set(hr, OUTCOME_FAILED, run->floors_unsaved, "cannot write the version floors "
+                                     "this swap allows to %s/versions.json: %s; generation %" PRIu64 " left in place",
+                                     run->c->state_dir, strerror(-run->floors_unsaved), g->number);
+                (void) hierarchy_report_set_layers(hr, g);
+                return 0;
+        }
+
         switch (p->action) {
         case PLAN_NOTHING:
                 hierarchy_report_set(hr, OUTCOME_NOTHING, 0, "%s", strna(p->reason));
+                record_held(run, idx, p, hr);
                 return 0;
         case PLAN_KEEP:
                 hierarchy_report_set(hr, OUTCOME_UNCHANGED, 0, "%s", strna(p->reason));
+                record_held(run, idx, p, hr);
                 (void) hierarchy_report_set_layers(hr, g);
                 return 0;
         case PLAN_REFUSE:
@@ -872,14 +1112,33 @@ static void stale_unchanged(Run *run, size_t input, HierarchyReport *hr) {
         stale_after(run, &run->c->hierarchies[idx], g, 0, false, NULL, hr);
 }
 
+/* Held back: in the report, and a refusal by policy (exit status 3) whatever else went ahead. */
+static int report_held(HierarchyReport *hr, const HierarchyPlan *p) {
+        int r;
+
+        if (p->n_held == 0 || p->action == PLAN_REFUSE)
+                return 0;
+        r = holds_copy(p->held, p->n_held, &hr->held);
+        if (r < 0)
+                return r;
+        hr->n_held = p->n_held;
+        if (hr->error == 0)
+                hr->error = -EPERM;
+        return 0;
+}
+
 /* Each hierarchy on its own: a failure is in its report, and the others go ahead. */
 static int run_execute(Run *run) {
+        _cleanup_free_ bool *done = calloc(run->plan.n_hierarchies ?: 1, sizeof(bool));
+        int r;
+
+        if (!done)
+                return -ENOMEM;
         for (size_t i = 0; i < run->plan.n_hierarchies; i++) {
                 const HierarchyPlan *p = &run->plan.hierarchies[i];
                 size_t idx = run->input_index[i];
                 HierarchyReport *hr;
-                int r;
-
+                
                 hr = report_add(run->report, p->hierarchy, p->class);
                 if (!hr)
                         return -ENOMEM;
@@ -887,11 +1146,20 @@ static int run_execute(Run *run) {
                 r = execute_one(run, p, idx, hr);
                 if (r < 0)
                         return r;
+                done[i] = hr->outcome != OUTCOME_FAILED && hr->outcome != OUTCOME_REFUSED;
+                r = report_held(hr, p);
+                if (r < 0)
+                        return r;
                 stale_unchanged(run, i, hr);
                 if (hr->error < 0)
                         log_debug("%s: %s", p->hierarchy, strna(hr->message));
         }
-        return 0;
+        /* 8. The floors of what was done (a failed swap raises none); the same as before if all went. */
+        r = run->floors_unsaved < 0 ? 0 : save_floors(run, done);
+        if (r < 0 && r != -ENOMEM)
+                return report_set_error(run->report, r, "cannot write %s/versions.json after the swaps: %s; "
+                                        "it holds the floors they allowed", run->c->state_dir, strerror(-r));
+        return r < 0 ? r : 0;
 }
 
 /* 6. Unmount staged images that no merged generation uses (and what a killed run left). */
@@ -946,11 +1214,13 @@ static int run_steps(Run *run) {
         if (r >= 0)
                 r = run_plan(run);
         if (r >= 0)
+                r = run_save_floors(run);
+        if (r >= 0)
                 r = run_execute(run);
         return r;
 }
 
-/* Whatever happened: release what is no longer used, keep the high-water marks. */
+/* Whatever happened: release what is no longer used. */
 static int run_finish(Run *run, int r) {
         int k;
 
@@ -958,12 +1228,6 @@ static int run_finish(Run *run, int r) {
                 k = run_collect(run);
                 if (k < 0)
                         (void) report_warn(run->report, "Failed to release unused staged images: %s", strerror(-k));
-        }
-        if (run->versions) {
-                k = versions_save(run->c->state_dir, run->versions);
-                if (k < 0 && r >= 0)
-                        report_set_error(run->report, k, "cannot write %s/versions.json: %s", run->c->state_dir,
-                                         strerror(-k));
         }
         if (r < 0 && run->report->error == 0)
                 report_set_error(run->report, r, "%s failed: %s", verb_to_string(run->verb), strerror(-r));
@@ -1003,6 +1267,7 @@ int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_
 
         if (!report)
                 return -ENOMEM;
+        run.listing = true;
         l = calloc(1, sizeof(ImageList));
         if (!l)
                 return -ENOMEM;

@@ -42,6 +42,7 @@ Report *report_free(Report *r) {
                 for (size_t k = 0; k < h->n_layers; k++)
                         layer_done(&h->layers[k]);
                 free(h->layers);
+                holds_free(h->held, h->n_held);
                 heal_reports_free(h->namespaces, h->n_namespaces);
         }
         free(r->hierarchies);
@@ -192,6 +193,14 @@ static json_object *namespace_to_json(const HealReport *n) {
         return o;
 }
 
+/* Is @l a layer kept because its extension is held back? */
+static bool layer_is_held(const HierarchyReport *h, const Layer *l) {
+        for (size_t k = 0; k < h->n_held; k++)
+                if (h->held[k].kept && streq(h->held[k].extension, l->extension))
+                        return true;
+        return false;
+}
+
 void report_print(const Report *r, FILE *f) {
         STRV_FOREACH(w, r->warnings)
                 fprintf(f, "warning: %s\n", *w);
@@ -212,7 +221,13 @@ void report_print(const Report *r, FILE *f) {
                         fprintf(f, "%s: WARNING: this swap opened a window: every namespace saw the bare base "
                                 "between unmount and mount (--allow-window)\n", h->hierarchy);
                 for (size_t k = h->n_layers; k > 0; k--)
-                        fprintf(f, "  %s %s\n", h->layers[k - 1].name, h->layers[k - 1].version ?: "(unversioned)");
+                        fprintf(f, "  %s %s%s\n", h->layers[k - 1].name, h->layers[k - 1].version ?: "(unversioned)",
+                                layer_is_held(h, &h->layers[k - 1]) ? " (held back)" : "");
+                for (size_t k = 0; k < h->n_held; k++) {
+                        _cleanup_free_ char *d = hold_describe(&h->held[k], h->hierarchy);
+
+                        fprintf(f, "%s: held back: %s\n", h->hierarchy, strna(d));
+                }
                 for (size_t k = 0; k < h->n_namespaces; k++)
                         print_namespace(h, &h->namespaces[k], f);
         }
@@ -250,6 +265,16 @@ json_object *report_to_json(const Report *r) {
                         json_object_array_add(layers, l);
                 }
                 json_object_object_add(x, "layers", layers);
+                json_object *held = json_object_new_array();
+
+                for (size_t k = 0; k < h->n_held; k++) {
+                        json_object *y = hold_to_json(&h->held[k]);
+                        _cleanup_free_ char *d = hold_describe(&h->held[k], h->hierarchy);
+
+                        json_object_object_add(y, "message", d ? json_object_new_string(d) : NULL);
+                        json_object_array_add(held, y);
+                }
+                json_object_object_add(x, "held_back", held);
                 json_object *ns = json_object_new_array();
 
                 for (size_t k = 0; k < h->n_namespaces; k++)

@@ -15,6 +15,7 @@
 #include "heal.h"
 #include "image-class.h"
 #include "state.h"
+#include "versions.h"
 
 typedef enum Outcome {
         OUTCOME_NOTHING,     /* nothing merged, nothing to merge */
@@ -39,6 +40,8 @@ typedef struct HierarchyReport {
         Layer *layers;               /* the generation now in place, bottom to top */
         size_t n_layers;
         bool window;                 /* the swap opened a window (--allow-window) */
+        Hold *held;                  /* extensions held back (the rest went ahead) */
+        size_t n_held;
         HealReport *namespaces;      /* namespaces that did not follow, and what became of them */
         size_t n_namespaces;
         unsigned pinned;             /* namespaces pinned so the swap could not loosen them */

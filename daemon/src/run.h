@@ -18,6 +18,7 @@
 #include "report.h"
 #include "staging.h"
 #include "state.h"
+#include "versions.h"
 
 typedef struct Inspected {
         int mount_fd;        /* a new image, mounted detached, not yet staged */
@@ -33,15 +34,20 @@ typedef struct Run {
         HostRelease host;
         Staging staging;
         StagingTable table;
-        json_object *versions;
+        Versions versions;           /* the floors as read (merge and refresh) */
+        Versions written;            /* the floors in versions.json now */
+        int floors_unsaved;          /* <0: the floors this run allows could not be written */
         Image **images;
         size_t n_images;
         Inspected *inspected;        /* parallel to images */
         Generation *generations;     /* parallel to c->hierarchies; number 0 if none */
+        char **record_errors;        /* parallel to c->hierarchies: why its record is unusable */
         PlanHierarchyInput *inputs;
         size_t n_inputs;
         size_t *input_index;         /* input -> index in c->hierarchies */
+        bool **staged;               /* per input: which current layers are still staged */
         Plan plan;
+        bool listing;                /* tuck_list(): look, never change the staging namespace */
         int beneath;                 /* -1: not probed yet */
         ScanBudget budget;           /* every scan and heal of the run (nsscan.h) */
 } Run;

@@ -359,6 +359,20 @@ void staging_detach_orphans(Staging *s, const StagingTable *t) {
         }
 }
 
+void staging_table_drop_unmounted(Staging *s, StagingTable *t) {
+        for (size_t i = 0; i < t->n_images; ) {
+                char rel[STAGING_PATH_MAX];
+
+                if (staging_is_mounted(s, staging_image_path(rel, t->images[i].id)) > 0) {
+                        i++;
+                        continue;
+                }
+                log_debug("Staged image %u ('%s') is not mounted any more: forgotten.", t->images[i].id,
+                          t->images[i].path);
+                staging_table_remove(t, t->images[i].id);
+        }
+}
+
 int staging_count_mounts(Staging *s) {
         _cleanup_close_ int proc = -EBADF;
         _cleanup_free_ char *text = NULL;

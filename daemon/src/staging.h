@@ -59,6 +59,9 @@ int staging_open_mounted(Staging *s, const char *rel);
  */
 void staging_detach_orphans(Staging *s, const StagingTable *t);
 
+/* Inside: forget the table's images that are not mounted any more (a lost staging namespace). */
+void staging_table_drop_unmounted(Staging *s, StagingTable *t);
+
 /* "i/<id>": where staged image <id> is mounted. */
 #define STAGING_PATH_MAX 32
 const char *staging_image_path(char buf[static STAGING_PATH_MAX], unsigned id);

@@ -218,7 +218,7 @@ bool ns_witness_check(const NsWant *w, void *userdata) {
 
 /* The wishes recorded for @h whose witnesses still stand. */
 static int wants_load(const StaleHierarchy *h, NsWant **ret, size_t *ret_n) {
-        _cleanup_free_ char *path = wants_path(h);
+        _cleanup_free_ char *path = wants_path(h), *error = NULL;
         json_object *o = NULL;
         int r;
 
@@ -226,15 +226,18 @@ static int wants_load(const StaleHierarchy *h, NsWant **ret, size_t *ret_n) {
         *ret_n = 0;
         if (!path)
                 return -ENOMEM;
-        r = json_load(path, &o);
+        r = json_parse_file(path, &o, &error);
         if (r == -ENOENT)
                 return 0;
-        if (r < 0)
+        if (r >= 0) {
+                r = ns_wants_from_json(o, ret, ret_n);
+                json_object_put(o);
+        }
+        if (r < 0) {
+                /* Said, then started afresh: the wishes are re-learned from what the namespaces have now. */
+                log_warning("Ignoring %s: %s.", path, error ?: strerror(-r));
                 return r;
-        r = ns_wants_from_json(o, ret, ret_n);
-        json_object_put(o);
-        if (r < 0)
-                return r;
+        }
         *ret_n = ns_wants_confirm(*ret, *ret_n, ns_witness_check, NULL);
         return 0;
 }

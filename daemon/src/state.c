@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -10,8 +12,6 @@
 #include "mountinfo.h"
 #include "state.h"
 #include "util.h"
-
-#define STATE_FILE_MAX (16 * 1024 * 1024)
 
 static char *strdup_or_null(const char *s) {
         return s ? strdup(s) : NULL;
@@ -48,6 +48,7 @@ void generation_done(Generation *g) {
                 layer_done(&g->layers[i]);
         free(g->layers);
         free(g->history);
+        holds_free(g->held, g->n_held);
         *g = (Generation) {};
 }
 
@@ -87,68 +88,28 @@ char *hierarchy_id(const char *hierarchy) {
         return s;
 }
 
-int json_save(const char *path, json_object *o) {
-        const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
-        _cleanup_free_ char *with_newline = strjoin(text, "\n");
-
-        if (!with_newline)
-                return -ENOMEM;
-        return write_file_atomic(path, with_newline, 0644);
-}
-
-int json_load(const char *path, json_object **ret) {
-        _cleanup_free_ char *text = NULL;
-        json_object *o;
+/* "MAJOR:MINOR"; a missing one is 0. */
+static int member_devnum(json_object *o, const char *key, dev_t *ret, char **ret_error) {
+        const char *s = NULL;
+        unsigned ma, mi;
+        char end;
         int r;
 
-        r = read_full_file_at(AT_FDCWD, path, STATE_FILE_MAX, &text);
-        if (r < 0)
+        r = json_member_string(o, key, &s, ret_error);
+        if (r < 0 || !s)
                 return r;
-        o = json_tokener_parse(text);
-        if (!o || !json_object_is_type(o, json_type_object)) {
-                json_object_put(o);
+        if (sscanf(s, "%u:%u%c", &ma, &mi, &end) != 2) {
+                (void) asprintf_safe(ret_error, "%s: '%s' is not a device number (MAJOR:MINOR)", key, s);
                 return -EBADMSG;
         }
-        *ret = o;
+        *ret = makedev(ma, mi);
         return 0;
-}
-
-/* json-c helpers that tolerate missing keys. */
-static const char *jstr(json_object *o, const char *key) {
-        json_object *v;
-
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-                ? json_object_get_string(v) : NULL;
-}
-
-static uint64_t juint(json_object *o, const char *key) {
-        json_object *v;
-
-        return json_object_object_get_ex(o, key, &v) ? (uint64_t) json_object_get_uint64(v) : 0;
-}
-
-static bool jbool(json_object *o, const char *key) {
-        json_object *v;
-
-        return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
-}
-
-static int jadd_str(json_object *o, const char *key, const char *value) {
-        return json_object_object_add(o, key, value ? json_object_new_string(value) : NULL);
-}
-
-static dev_t parse_devnum(const char *s) {
-        unsigned ma, mi;
-
-        if (!s || sscanf(s, "%u:%u", &ma, &mi) != 2)
-                return 0;
-        return makedev(ma, mi);
 }
 
 static int jadd_dev(json_object *o, const char *key, dev_t d) {
         _cleanup_free_ char *s = format_devnum(d);
 
-        return s ? jadd_str(o, key, s) : -ENOMEM;
+        return s ? json_add_string(o, key, s) : -ENOMEM;
 }
 
 json_object *generation_to_json(const Generation *g) {
@@ -161,25 +122,25 @@ json_object *generation_to_json(const Generation *g) {
                 json_object_put(hist);
                 return NULL;
         }
-        jadd_str(o, "hierarchy", g->hierarchy);
-        jadd_str(o, "class", image_class_to_string(g->class));
+        json_add_string(o, "hierarchy", g->hierarchy);
+        json_add_string(o, "class", image_class_to_string(g->class));
         json_object_object_add(o, "merged", json_object_new_boolean(g->merged));
         json_object_object_add(o, "generation", json_object_new_uint64(g->number));
         json_object_object_add(o, "since_usec", json_object_new_uint64(g->since_usec));
         jadd_dev(o, "overlay_dev", g->overlay_dev);
         json_object_object_add(o, "overlay_mount_id", json_object_new_uint64(g->overlay_mnt_id));
         jadd_dev(o, "base_dev", g->base_dev);
-        jadd_str(o, "flags", mount_attr_to_string(g->attr, buf, sizeof(buf)));
+        json_add_string(o, "flags", mount_attr_to_string(g->attr, buf, sizeof(buf)));
         json_object_object_add(o, "attr", json_object_new_uint64(g->attr));
         json_object_object_add(o, "window", json_object_new_boolean(g->window));
         for (size_t i = 0; i < g->n_layers; i++) {
                 json_object *l = json_object_new_object();
 
-                jadd_str(l, "name", g->layers[i].name);
-                jadd_str(l, "extension", g->layers[i].extension);
-                jadd_str(l, "version", g->layers[i].version);
-                jadd_str(l, "image", g->layers[i].image);
-                jadd_str(l, "fingerprint", g->layers[i].fingerprint);
+                json_add_string(l, "name", g->layers[i].name);
+                json_add_string(l, "extension", g->layers[i].extension);
+                json_add_string(l, "version", g->layers[i].version);
+                json_add_string(l, "image", g->layers[i].image);
+                json_add_string(l, "fingerprint", g->layers[i].fingerprint);
                 json_object_array_add(layers, l);
         }
         json_object_object_add(o, "layers", layers);
@@ -191,68 +152,168 @@ json_object *generation_to_json(const Generation *g) {
                 json_object_array_add(hist, h);
         }
         json_object_object_add(o, "history", hist);
+        if (g->n_held > 0) {
+                json_object *held = json_object_new_array();
+
+                for (size_t i = 0; held && i < g->n_held; i++)
+                        json_object_array_add(held, hold_to_json(&g->held[i]));
+                json_object_object_add(o, "held_back", held);
+        }
         return o;
 }
 
-int generation_from_json(json_object *o, Generation *ret) {
-        Generation g = {};
+/* The members of a layer; required ones are name, extension and fingerprint. */
+static int layer_from_json(json_object *l, Layer *x, char **ret_error) {
+        struct {
+                const char *key;
+                char **field;
+                bool required;
+        } fields[] = {
+                { "name", &x->name, true },
+                { "extension", &x->extension, true },
+                { "version", &x->version, false },
+                { "image", &x->image, false },
+                { "fingerprint", &x->fingerprint, true },
+        };
+
+        if (!json_object_is_type(l, json_type_object)) {
+                (void) asprintf_safe(ret_error, "%s, expected an object", json_type_description(l));
+                return -EBADMSG;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                const char *v = NULL;
+                int r;
+
+                r = json_member_string(l, fields[i].key, &v, ret_error);
+                if (r < 0)
+                        return r;
+                if (!v && fields[i].required) {
+                        (void) asprintf_safe(ret_error, "%s: missing", fields[i].key);
+                        return -EBADMSG;
+                }
+                if (free_and_strdup(fields[i].field, v) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int past_from_json(json_object *h, PastOverlay *ret, char **ret_error) {
+        int r;
+
+        if (!json_object_is_type(h, json_type_object)) {
+                (void) asprintf_safe(ret_error, "%s, expected an object", json_type_description(h));
+                return -EBADMSG;
+        }
+        r = json_member_uint64(h, "generation", &ret->number, ret_error);
+        if (r >= 0)
+                r = member_devnum(h, "overlay_dev", &ret->dev, ret_error);
+        return r;
+}
+
+/* The array @key of @o, each element through @parse into @n slots of @size bytes at *@ret. */
+static int array_from_json(json_object *o, const char *key, size_t size, size_t max,
+                           int (*parse)(json_object *x, void *slot, char **ret_error),
+                           void **ret, size_t *ret_n, char **ret_error) {
         json_object *a;
+        uint8_t *p;
+        size_t n;
+        int r;
 
-        g.hierarchy = strdup_or_null(jstr(o, "hierarchy"));
-        g.class = image_class_from_string(jstr(o, "class"));
-        if (!g.hierarchy || g.class < 0)
-                goto bad;
-        g.merged = jbool(o, "merged");
-        g.number = juint(o, "generation");
-        g.since_usec = juint(o, "since_usec");
-        g.overlay_dev = parse_devnum(jstr(o, "overlay_dev"));
-        g.overlay_mnt_id = juint(o, "overlay_mount_id");
-        g.base_dev = parse_devnum(jstr(o, "base_dev"));
-        g.attr = juint(o, "attr");
-        g.window = jbool(o, "window");
+        r = json_member(o, key, json_type_array, &a, ret_error);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        n = json_object_array_length(a);
+        if (n > max) {
+                (void) asprintf_safe(ret_error, "%s: %zu entries, at most %zu expected", key, n, max);
+                return -EBADMSG;
+        }
+        p = calloc(n ?: 1, size);
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
+        for (size_t i = 0; i < n; i++) {
+                r = parse(json_object_array_get_idx(a, i), p + i * size, ret_error);
+                (*ret_n)++;
+                if (r < 0) {
+                        char where[64];
 
-        if (json_object_object_get_ex(o, "layers", &a) && json_object_is_type(a, json_type_array)) {
-                size_t n = json_object_array_length(a);
-
-                g.layers = calloc(n ?: 1, sizeof(Layer));
-                if (!g.layers)
-                        goto bad;
-                for (size_t i = 0; i < n; i++) {
-                        json_object *l = json_object_array_get_idx(a, i);
-                        Layer *x = &g.layers[g.n_layers++];
-
-                        x->name = strdup_or_null(jstr(l, "name"));
-                        x->extension = strdup_or_null(jstr(l, "extension"));
-                        x->version = strdup_or_null(jstr(l, "version"));
-                        x->image = strdup_or_null(jstr(l, "image"));
-                        x->fingerprint = strdup_or_null(jstr(l, "fingerprint"));
-                        if (!x->name || !x->extension || !x->fingerprint)
-                                goto bad;
+                        snprintf(where, sizeof(where), "%s[%zu]", key, i);
+                        (void) json_error_prefix(ret_error, where);
+                        return r;
                 }
         }
-        if (json_object_object_get_ex(o, "history", &a) && json_object_is_type(a, json_type_array)) {
-                size_t n = json_object_array_length(a);
+        return 0;
+}
 
-                g.history = calloc(n ?: 1, sizeof(PastOverlay));
-                if (!g.history)
-                        goto bad;
-                for (size_t i = 0; i < n && i < GENERATION_HISTORY_MAX; i++) {
-                        json_object *h = json_object_array_get_idx(a, i);
+static int parse_layer(json_object *x, void *slot, char **ret_error) {
+        return layer_from_json(x, slot, ret_error);
+}
 
-                        g.history[g.n_history++] = (PastOverlay) {
-                                .number = juint(h, "generation"),
-                                .dev = parse_devnum(jstr(h, "overlay_dev")),
-                        };
-                }
+static int parse_past(json_object *x, void *slot, char **ret_error) {
+        return past_from_json(x, slot, ret_error);
+}
+
+static int parse_hold(json_object *x, void *slot, char **ret_error) {
+        return hold_from_json(x, slot, ret_error);
+}
+
+/* Far more than a hierarchy ever has: the cap keeps a hostile record from eating memory. */
+#define LAYERS_MAX 4096
+
+int generation_from_json(json_object *o, Generation *ret, char **ret_error) {
+        Generation g = {};
+        const char *hierarchy = NULL, *class = NULL;
+        int r;
+
+        r = json_member_string(o, "hierarchy", &hierarchy, ret_error);
+        if (r >= 0)
+                r = json_member_string(o, "class", &class, ret_error);
+        if (r >= 0 && (!hierarchy || image_class_from_string(class) < 0)) {
+                (void) asprintf_safe(ret_error, "%s", !hierarchy ? "hierarchy: missing" :
+                                     "class: missing, or not sysext or confext");
+                r = -EBADMSG;
+        }
+        if (r < 0)
+                return r;
+        g.class = image_class_from_string(class);
+        g.hierarchy = strdup(hierarchy);
+        if (!g.hierarchy)
+                return -ENOMEM;
+        r = json_member_bool(o, "merged", &g.merged, ret_error);
+        if (r >= 0)
+                r = json_member_uint64(o, "generation", &g.number, ret_error);
+        if (r >= 0)
+                r = json_member_uint64(o, "since_usec", &g.since_usec, ret_error);
+        if (r >= 0)
+                r = member_devnum(o, "overlay_dev", &g.overlay_dev, ret_error);
+        if (r >= 0)
+                r = json_member_uint64(o, "overlay_mount_id", &g.overlay_mnt_id, ret_error);
+        if (r >= 0)
+                r = member_devnum(o, "base_dev", &g.base_dev, ret_error);
+        if (r >= 0)
+                r = json_member_uint64(o, "attr", &g.attr, ret_error);
+        if (r >= 0)
+                r = json_member_bool(o, "window", &g.window, ret_error);
+        if (r >= 0)
+                r = array_from_json(o, "layers", sizeof(Layer), LAYERS_MAX, parse_layer, (void **) &g.layers,
+                                    &g.n_layers, ret_error);
+        if (r >= 0)
+                r = array_from_json(o, "history", sizeof(PastOverlay), GENERATION_HISTORY_MAX, parse_past,
+                                    (void **) &g.history, &g.n_history, ret_error);
+        if (r >= 0)
+                r = array_from_json(o, "held_back", sizeof(Hold), LAYERS_MAX, parse_hold, (void **) &g.held,
+                                    &g.n_held, ret_error);
+        if (r < 0) {
+                generation_done(&g);
+                return r;
         }
         *ret = g;
         return 0;
-bad:
-        generation_done(&g);
-        return -EBADMSG;
 }
 
-static char *generation_path(const char *run_dir, const char *hierarchy) {
+char *generation_path(const char *run_dir, const char *hierarchy) {
         _cleanup_free_ char *id = hierarchy_id(hierarchy), *file = NULL;
 
         if (!id || !(file = strjoin(id, ".json")))
@@ -260,17 +321,17 @@ static char *generation_path(const char *run_dir, const char *hierarchy) {
         return path_join(run_dir, "generations", file);
 }
 
-int generation_load(const char *run_dir, const char *hierarchy, Generation *ret) {
-        _cleanup_free_ char *path = generation_path(run_dir, hierarchy);
+int generation_load(const char *run_dir, const char *hierarchy, Generation *ret, char **ret_error) {
+        _cleanup_free_ char *path = generation_path(run_dir, hierarchy), *ignored = NULL;
         json_object *o;
         int r;
 
         if (!path)
                 return -ENOMEM;
-        r = json_load(path, &o);
+        r = json_parse_file(path, &o, ret_error ?: &ignored);
         if (r < 0)
                 return r;
-        r = generation_from_json(o, ret);
+        r = generation_from_json(o, ret, ret_error ?: &ignored);
         json_object_put(o);
         return r;
 }
@@ -304,48 +365,86 @@ void staging_table_done(StagingTable *t) {
         *t = (StagingTable) {};
 }
 
-int staging_table_load(const char *run_dir, StagingTable *ret) {
+static int staged_from_json(json_object *x, void *slot, char **ret_error) {
+        StagedImage *s = slot;
+        const char *class = NULL, *path = NULL, *fingerprint = NULL, *loop = NULL;
+        bool usr_root = false;
+        uint64_t id = 0;
+        int r;
+
+        if (!json_object_is_type(x, json_type_object)) {
+                (void) asprintf_safe(ret_error, "%s, expected an object", json_type_description(x));
+                return -EBADMSG;
+        }
+        r = json_member_uint64(x, "id", &id, ret_error);
+        if (r >= 0)
+                r = json_member_string(x, "class", &class, ret_error);
+        if (r >= 0)
+                r = json_member_string(x, "path", &path, ret_error);
+        if (r >= 0)
+                r = json_member_string(x, "fingerprint", &fingerprint, ret_error);
+        if (r >= 0)
+                r = json_member_string(x, "loop", &loop, ret_error);
+        if (r >= 0)
+                r = json_member_bool(x, "usr_root", &usr_root, ret_error);
+        if (r < 0)
+                return r;
+        if (id == 0 || id > UINT_MAX || image_class_from_string(class) < 0 || !path || !fingerprint) {
+                (void) asprintf_safe(ret_error, "%s", id == 0 || id > UINT_MAX ? "id: missing or out of range" :
+                                     !path ? "path: missing" : !fingerprint ? "fingerprint: missing" :
+                                     "class: missing, or not sysext or confext");
+                return -EBADMSG;
+        }
+        *s = (StagedImage) {
+                .id = (unsigned) id,
+                .class = image_class_from_string(class),
+                .path = strdup(path),
+                .fingerprint = strdup(fingerprint),
+                .loop = strdup_or_null(loop),
+                .usr_root = usr_root,
+        };
+        return s->path && s->fingerprint && (!loop || s->loop) ? 0 : -ENOMEM;
+}
+
+int staging_table_load(const char *run_dir, StagingTable *ret, char **ret_error) {
         _cleanup_free_ char *path = path_join(run_dir, "staging.json");
         StagingTable t = { .next_id = 1 };
-        json_object *o, *a;
+        uint64_t next_id = 1;
+        json_object *o;
         int r;
 
         if (!path)
                 return -ENOMEM;
-        r = json_load(path, &o);
+        r = json_parse_file(path, &o, ret_error);
         if (r == -ENOENT) {
                 *ret = t;
                 return 0;
         }
         if (r < 0)
                 return r;
-        t.ns_ino = juint(o, "namespace_inode");
-        t.next_id = (unsigned) juint(o, "next_id") ?: 1;
-        if (json_object_object_get_ex(o, "images", &a) && json_object_is_type(a, json_type_array)) {
-                size_t n = json_object_array_length(a);
-
-                t.images = calloc(n ?: 1, sizeof(StagedImage));
-                if (!t.images) {
-                        json_object_put(o);
-                        return -ENOMEM;
-                }
-                for (size_t i = 0; i < n; i++) {
-                        json_object *x = json_object_array_get_idx(a, i);
-                        StagedImage *s = &t.images[t.n_images++];
-
-                        s->id = (unsigned) juint(x, "id");
-                        s->class = image_class_from_string(jstr(x, "class"));
-                        s->path = strdup_or_null(jstr(x, "path"));
-                        s->fingerprint = strdup_or_null(jstr(x, "fingerprint"));
-                        s->loop = strdup_or_null(jstr(x, "loop"));
-                        if (!s->path || !s->fingerprint || s->class < 0) {
-                                json_object_put(o);
-                                staging_table_done(&t);
-                                return -EBADMSG;
-                        }
-                }
+        r = json_member_uint64(o, "namespace_inode", &t.ns_ino, ret_error);
+        if (r >= 0)
+                r = json_member_uint64(o, "next_id", &next_id, ret_error);
+        if (r >= 0 && (next_id == 0 || next_id > UINT_MAX)) {
+                (void) asprintf_safe(ret_error, "next_id: %" PRIu64 " is out of range", next_id);
+                r = -EBADMSG;
         }
+        t.next_id = (unsigned) next_id;
+        if (r >= 0)
+                r = array_from_json(o, "images", sizeof(StagedImage), LAYERS_MAX, staged_from_json,
+                                    (void **) &t.images, &t.n_images, ret_error);
+        /* An ID at or above next_id would be handed out twice. */
+        for (size_t i = 0; r >= 0 && i < t.n_images; i++)
+                if (t.images[i].id >= t.next_id) {
+                        (void) asprintf_safe(ret_error, "images[%zu].id: %u is not below next_id %u", i,
+                                             t.images[i].id, t.next_id);
+                        r = -EBADMSG;
+                }
         json_object_put(o);
+        if (r < 0) {
+                staging_table_done(&t);
+                return r;
+        }
         *ret = t;
         return 0;
 }
@@ -366,10 +465,12 @@ int staging_table_save(const char *run_dir, const StagingTable *t) {
                 json_object *x = json_object_new_object();
 
                 json_object_object_add(x, "id", json_object_new_uint64(t->images[i].id));
-                jadd_str(x, "class", image_class_to_string(t->images[i].class));
-                jadd_str(x, "path", t->images[i].path);
-                jadd_str(x, "fingerprint", t->images[i].fingerprint);
-                jadd_str(x, "loop", t->images[i].loop);
+                json_add_string(x, "class", image_class_to_string(t->images[i].class));
+                json_add_string(x, "path", t->images[i].path);
+                json_add_string(x, "fingerprint", t->images[i].fingerprint);
+                json_add_string(x, "loop", t->images[i].loop);
+                if (t->images[i].usr_root)
+                        json_object_object_add(x, "usr_root", json_object_new_boolean(true));
                 json_object_array_add(a, x);
         }
         json_object_object_add(o, "images", a);
@@ -386,7 +487,7 @@ StagedImage *staging_table_find(StagingTable *t, ImageClass c, const char *finge
 }
 
 int staging_table_add(StagingTable *t, ImageClass c, const char *path, const char *fingerprint,
-                      const char *loop, unsigned *ret_id) {
+                      const char *loop, bool usr_root, unsigned *ret_id) {
         StagedImage *a = realloc(t->images, sizeof(StagedImage) * (t->n_images + 1));
 
         if (!a)
@@ -398,6 +499,7 @@ int staging_table_add(StagingTable *t, ImageClass c, const char *path, const cha
                 .path = strdup(path),
                 .fingerprint = strdup(fingerprint),
                 .loop = strdup_or_null(loop),
+                .usr_root = usr_root,
         };
         if (!a[t->n_images].path || !a[t->n_images].fingerprint)
                 return -ENOMEM;
@@ -416,50 +518,4 @@ void staging_table_remove(StagingTable *t, unsigned id) {
                         t->n_images--;
                         return;
                 }
-}
-
-int versions_load(const char *state_dir, json_object **ret) {
-        _cleanup_free_ char *path = path_join(state_dir, "versions.json");
-        int r;
-
-        if (!path)
-                return -ENOMEM;
-        r = json_load(path, ret);
-        if (r == -ENOENT) {
-                *ret = json_object_new_object();
-                return *ret ? 0 : -ENOMEM;
-        }
-        return r;
-}
-
-int versions_save(const char *state_dir, json_object *v) {
-        _cleanup_free_ char *path = path_join(state_dir, "versions.json");
-        int r;
-
-        if (!path)
-                return -ENOMEM;
-        r = mkdir_p(state_dir, 0755);
-        if (r < 0)
-                return r;
-        return json_save(path, v);
-}
-
-const char *versions_get(json_object *v, ImageClass c, const char *extension) {
-        json_object *cls;
-
-        if (!json_object_object_get_ex(v, image_class_to_string(c), &cls))
-                return NULL;
-        return jstr(cls, extension);
-}
-
-int versions_set(json_object *v, ImageClass c, const char *extension, const char *version) {
-        json_object *cls;
-
-        if (!json_object_object_get_ex(v, image_class_to_string(c), &cls)) {
-                cls = json_object_new_object();
-                if (!cls)
-                        return -ENOMEM;
-                json_object_object_add(v, image_class_to_string(c), cls);
-        }
-        return json_object_object_add(cls, extension, json_object_new_string(version)) < 0 ? -ENOMEM : 0;
 }

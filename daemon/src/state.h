@@ -10,8 +10,13 @@
  *       read it. Lost on reboot, like the mounts it describes.
  *   /run/tuck/staging.json   which image is mounted where in the staging
  *       namespace, so unchanged images keep their mounts across refreshes.
- *   /var/lib/tuck/versions.json   the highest version of each extension ever
- *       activated (anti-downgrade); survives reboots.
+ *   /var/lib/tuck/versions.json   each extension's version floor, the
+ *       decision behind it and where it is protected from removal; survives
+ *       reboots (versions.h).
+ *
+ * A file that cannot be read or has the wrong shape is an error that names
+ * it and says what is wrong (the *_load() functions fill ret_error); every
+ * one is written temp + fsync + rename + fsync(dir).
  */
 
 #include <json-c/json.h>
@@ -20,7 +25,9 @@
 #include <sys/types.h>
 
 #include "image-class.h"
+#include "json-util.h"
 #include "macro.h"
+#include "versions.h"
 
 typedef struct Layer {
         char *name;          /* image name */
@@ -52,6 +59,8 @@ typedef struct Generation {
         size_t n_layers;
         PastOverlay *history;    /* older overlays, newest first */
         size_t n_history;
+        Hold *held;          /* extensions held back in this hierarchy now */
+        size_t n_held;
 } Generation;
 
 void layer_done(Layer *l);
@@ -72,9 +81,11 @@ int generation_history_after(const Generation *old, PastOverlay **ret, size_t *r
 char *hierarchy_id(const char *hierarchy);
 
 json_object *generation_to_json(const Generation *g);
-int generation_from_json(json_object *o, Generation *ret);
-/* -ENOENT if the hierarchy was never merged since boot. */
-int generation_load(const char *run_dir, const char *hierarchy, Generation *ret);
+int generation_from_json(json_object *o, Generation *ret, char **ret_error);
+/* <run_dir>/generations/<id>.json */
+char *generation_path(const char *run_dir, const char *hierarchy);
+/* -ENOENT if the hierarchy was never merged since boot; other errors say why in *ret_error. */
+int generation_load(const char *run_dir, const char *hierarchy, Generation *ret, char **ret_error);
 int generation_save(const char *run_dir, const Generation *g);
 
 /* Images mounted in the staging namespace. */
@@ -84,6 +95,7 @@ typedef struct StagedImage {
         char *path;
         char *fingerprint;
         char *loop;          /* "/dev/loopN" or NULL for directories */
+        bool usr_root;       /* a DDI's usr partition: its root is /usr itself, not the image's / */
         bool used;           /* transient: referenced by a current generation */
 } StagedImage;
 
@@ -95,19 +107,10 @@ typedef struct StagingTable {
 } StagingTable;
 
 void staging_table_done(StagingTable *t);
-int staging_table_load(const char *run_dir, StagingTable *ret);
+/* None is an empty table; a bad one is an error with the reason in *ret_error. */
+int staging_table_load(const char *run_dir, StagingTable *ret, char **ret_error);
 int staging_table_save(const char *run_dir, const StagingTable *t);
 StagedImage *staging_table_find(StagingTable *t, ImageClass c, const char *fingerprint);
 int staging_table_add(StagingTable *t, ImageClass c, const char *path, const char *fingerprint,
-                      const char *loop, unsigned *ret_id);
+                      const char *loop, bool usr_root, unsigned *ret_id);
 void staging_table_remove(StagingTable *t, unsigned id);
-
-/* High-water marks: {"sysext": {"foo": "1.2"}, "confext": {...}}. */
-int versions_load(const char *state_dir, json_object **ret);
-int versions_save(const char *state_dir, json_object *v);
-const char *versions_get(json_object *v, ImageClass c, const char *extension);
-int versions_set(json_object *v, ImageClass c, const char *extension, const char *version);
-
-/* Writes a JSON object to a file atomically. */
-int json_save(const char *path, json_object *o);
-int json_load(const char *path, json_object **ret);

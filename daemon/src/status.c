@@ -46,6 +46,19 @@ static const char *image_status(const Image *img) {
         return img->valid ? "valid" : "invalid";
 }
 
+/* How a valid image is protected: "dm-verity, root hash signed by ...; the kernel checked it too". */
+static void image_protection_print(const Image *img, FILE *f) {
+        fprintf(f, "         dm-verity%s%s%s, root hash from %s", img->partition ? " on its " : "",
+                strempty(img->partition), img->signer ? ", signed" : "", strna(img->verity.root_hash_from));
+        if (img->signer)
+                fprintf(f, "; signed by %s", img->signer);
+        if (img->kernel_sig > 0)
+                fprintf(f, "; the kernel checked the signature too");
+        else if (img->kernel_sig < 0)
+                fprintf(f, "; the kernel could not check the signature (%s)", strerror(-img->kernel_sig));
+        fputc('\n', f);
+}
+
 void image_list_print(const ImageList *l, FILE *f) {
         if (l->n_images == 0) {
                 fprintf(f, "No extension images found.\n");
@@ -67,6 +80,8 @@ void image_list_print(const ImageList *l, FILE *f) {
                         fprintf(f, "         not usable: %s\n", img->reason);
                 else if (!isempty(joined))
                         fprintf(f, "         active in %s\n", joined);
+                if (img->state == IMAGE_CANDIDATE && img->valid && img->protection != IMAGE_PROTECTION_UNPROTECTED)
+                        image_protection_print(img, f);
         }
 }
 
@@ -89,7 +104,14 @@ json_object *image_list_to_json(const ImageList *l) {
                 ADD_STR("shadowed_by", img->shadowed_by);
                 ADD_STR("version", img->version);
                 ADD_STR("version_source", img->version_source);
+                ADD_STR("partition", img->partition);
+                ADD_STR("protection", img->state == IMAGE_CANDIDATE && img->inspected ?
+                        image_protection_to_string(img->protection) : NULL);
+                ADD_STR("root_hash_from", img->verity.root_hash_from);
+                ADD_STR("signer", img->signer);
 #undef ADD_STR
+                if (img->kernel_sig != 0)
+                        json_object_object_add(o, "kernel_checked_signature", json_object_new_boolean(img->kernel_sig > 0));
                 json_object_object_add(o, "valid", json_object_new_boolean(img->state == IMAGE_CANDIDATE && img->valid));
                 STRV_FOREACH(x, img->hierarchies)
                         json_object_array_add(h, json_object_new_string(*x));
@@ -107,6 +129,7 @@ Status *status_free(Status *s) {
                 return NULL;
         for (size_t i = 0; i < s->n_hierarchies; i++) {
                 generation_done(&s->hierarchies[i].generation);
+                free(s->hierarchies[i].record_error);
                 namespace_views_free(s->hierarchies[i].views, s->hierarchies[i].n_views);
         }
         free(s->hierarchies);
@@ -114,8 +137,40 @@ Status *status_free(Status *s) {
         return NULL;
 }
 
+bool status_degraded(const Status *s) {
+        for (size_t i = 0; i < s->n_hierarchies; i++)
+                if (s->hierarchies[i].generation.n_held > 0 || s->hierarchies[i].record_error)
+                        return true;
+        return false;
+}
+
+/* "degraded: foo held back (downgrade 2.0 → 1.0 not allowed), /usr: record unusable" */
+static void print_state(const Status *s, FILE *f) {
+        const char *sep = "";
+
+        if (!status_degraded(s))
+                return;
+        fprintf(f, "State: degraded: ");
+        for (size_t i = 0; i < s->n_hierarchies; i++) {
+                const HierarchyStatus *h = &s->hierarchies[i];
+
+                for (size_t k = 0; k < h->generation.n_held; k++) {
+                        _cleanup_free_ char *line = hold_headline(&h->generation.held[k], h->hierarchy->path);
+
+                        fprintf(f, "%s%s", sep, strna(line));
+                        sep = ", ";
+                }
+                if (h->record_error) {
+                        fprintf(f, "%s%s: record unusable", sep, h->hierarchy->path);
+                        sep = ", ";
+                }
+        }
+        fputc('\n', f);
+}
+
 int tuck_status(TuckContext *c, Status **ret) {
         Status *s = calloc(1, sizeof(Status));
+        char *error = NULL;
         /* A look, not a refresh: a smaller budget for all the namespaces. */
         ScanBudget budget = context_scan_budget(c, NULL);
         int r;
@@ -139,11 +194,20 @@ int tuck_status(TuckContext *c, Status **ret) {
                 struct stat st;
 
                 h->hierarchy = &c->hierarchies[i];
-                r = generation_load(c->run_dir, h->hierarchy->path, &h->generation);
-                if (r < 0 && r != -ENOENT) {
+                r = generation_load(c->run_dir, h->hierarchy->path, &h->generation, &error);
+                if (r == -ENOMEM) {
                         status_free(s);
                         return r;
                 }
+                if (r < 0 && r != -ENOENT) {
+                        /* Said, not fatal: status is how one finds out what is wrong. */
+                        _cleanup_free_ char *path = generation_path(c->run_dir, h->hierarchy->path);
+
+                        (void) asprintf_safe(&h->record_error, "%s: %s", strna(path), error ?: strerror(-r));
+                        h->generation = (Generation) {};
+                }
+                free(error);
+                error = NULL;
                 if (stat(h->hierarchy->full, &st) == 0 && path_get_mnt_id(AT_FDCWD, h->hierarchy->full, &id) == 0)
                         h->on_top = h->generation.merged && st.st_dev == h->generation.overlay_dev &&
                                     id == h->generation.overlay_mnt_id;
@@ -158,6 +222,14 @@ int tuck_status(TuckContext *c, Status **ret) {
         }
         *ret = s;
         return 0;
+}
+
+/* A layer kept in place because its extension is held back? */
+static bool layer_held(const Generation *g, const Layer *l) {
+        for (size_t k = 0; k < g->n_held; k++)
+                if (g->held[k].kept && streq(g->held[k].extension, l->extension))
+                        return true;
+        return false;
 }
 
 static void print_view(const NamespaceView *v, FILE *f) {
@@ -186,6 +258,7 @@ void status_print(const Status *s, FILE *f) {
                 "NOT supported (refresh refused unless --allow-window)" : "unknown (probe failed)");
         if (s->staging_mounts >= 0)
                 fprintf(f, "Staging namespace: %d mounts\n", s->staging_mounts);
+        print_state(s, f);
         for (size_t i = 0; i < s->n_hierarchies; i++) {
                 const HierarchyStatus *h = &s->hierarchies[i];
                 const Generation *g = &h->generation;
@@ -194,7 +267,9 @@ void status_print(const Status *s, FILE *f) {
                 size_t current = 0, behind = 0, own = 0;
 
                 fprintf(f, "%s (%s): ", h->hierarchy->path, image_class_to_string(h->hierarchy->class));
-                if (!g->merged) {
+                if (h->record_error)
+                        fprintf(f, "record unusable: %s (tuckctl unmerge writes a fresh one)\n", h->record_error);
+                else if (!g->merged) {
                         fprintf(f, "not merged%s\n", g->number > 0 ? " (unmerged)" : "");
                 } else {
                         fprintf(f, "generation %" PRIu64 " since %s, overlay %s, %s%s%s\n", g->number, since,
@@ -202,7 +277,8 @@ void status_print(const Status *s, FILE *f) {
                                 g->window ? ", installed with a window" : "",
                                 h->on_top ? "" : " — WARNING: not on top here");
                         for (size_t k = g->n_layers; k > 0; k--)
-                                fprintf(f, "  %s %s\n", g->layers[k - 1].name, g->layers[k - 1].version ?: "(unversioned)");
+                                fprintf(f, "  %s %s%s\n", g->layers[k - 1].name, g->layers[k - 1].version ?: "(unversioned)",
+                                        layer_held(g, &g->layers[k - 1]) ? " (held back)" : "");
                 }
                 /* Behind: on an older overlay of ours, or unreadable (it may be). A
                  * container's own /etc (foreign, or the bare base of its own tree)
@@ -233,12 +309,18 @@ void status_print(const Status *s, FILE *f) {
                 for (size_t k = 0; k < h->n_views; k++)
                         if (g->merged ? h->views[k].state != NS_VIEW_CURRENT : h->views[k].state == NS_VIEW_STALE)
                                 print_view(&h->views[k], f);
+                for (size_t k = 0; k < g->n_held; k++) {
+                        _cleanup_free_ char *d = hold_describe(&g->held[k], h->hierarchy->path);
+
+                        fprintf(f, "  held back: %s\n", strna(d));
+                }
         }
 }
 
 json_object *status_to_json(const Status *s) {
         json_object *o = json_object_new_object(), *a = json_object_new_array();
 
+        json_object_object_add(o, "state", json_object_new_string(status_degraded(s) ? "degraded" : "running"));
         json_object_object_add(o, "move_mount_beneath", s->beneath >= 0 ? json_object_new_boolean(s->beneath) : NULL);
         json_object_object_add(o, "staging_mounts", s->staging_mounts >= 0 ? json_object_new_int(s->staging_mounts) : NULL);
         for (size_t i = 0; i < s->n_hierarchies; i++) {
@@ -250,6 +332,22 @@ json_object *status_to_json(const Status *s) {
                 json_object_object_add(x, "hierarchy", json_object_new_string(h->hierarchy->path));
                 json_object_object_add(x, "class", json_object_new_string(image_class_to_string(h->hierarchy->class)));
                 json_object_object_add(x, "on_top", json_object_new_boolean(h->on_top));
+                json_object_object_add(x, "record_error",
+                                       h->record_error ? json_object_new_string(h->record_error) : NULL);
+                json_object *held = json_object_new_array();
+
+                for (size_t k = 0; k < h->generation.n_held; k++) {
+                        json_object *y = hold_to_json(&h->generation.held[k]);
+                        _cleanup_free_ char *d = hold_describe(&h->generation.held[k], h->hierarchy->path),
+                                            *line = hold_headline(&h->generation.held[k], h->hierarchy->path);
+
+                        json_object_object_add(y, "summary", line ? json_object_new_string(line) : NULL);
+                        json_object_object_add(y, "message", d ? json_object_new_string(d) : NULL);
+                        json_object_array_add(held, y);
+                }
+                json_object_object_add(x, "held_back", held);
+                json_object_object_add(x, "state", json_object_new_string(
+                                               h->generation.n_held > 0 || h->record_error ? "degraded" : "running"));
                 for (size_t k = 0; k < h->n_views; k++) {
                         const NamespaceView *v = &h->views[k];
                         json_object *y = json_object_new_object();

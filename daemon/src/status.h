@@ -31,6 +31,7 @@ json_object *image_list_to_json(const ImageList *l);
 typedef struct HierarchyStatus {
         const TuckHierarchy *hierarchy;
         Generation generation;       /* number 0: never merged since boot */
+        char *record_error;          /* its record cannot be used: why (then generation is empty) */
         bool on_top;                 /* our overlay is the top mount here */
         uint64_t attr;               /* flags of the top mount here now */
         NamespaceView *views;        /* every namespace of the root (nsscan.h) */
@@ -45,6 +46,8 @@ typedef struct Status {
 } Status;
 
 int tuck_status(TuckContext *c, Status **ret);
+/* Is an extension held back somewhere (or a record unusable)? Then `tuckctl status` exits 3. */
+bool status_degraded(const Status *s);
 Status *status_free(Status *s);
 void status_print(const Status *s, FILE *f);
 json_object *status_to_json(const Status *s);

@@ -63,19 +63,23 @@ typedef struct TuckHooks {
 typedef struct TuckOptions {
         unsigned classes;        /* 1 << IMAGE_SYSEXT | 1 << IMAGE_CONFEXT; 0 means both */
         bool force;              /* refresh even if inputs are unchanged */
-        bool allow_downgrade;    /* older versions and unrequested removals */
+        bool allow_downgrade;    /* older versions and unrequested removals, every extension */
+        char **allow_downgrade_names;   /* the same for these extensions only */
         bool allow_window;       /* without MOVE_MOUNT_BENEATH: unmount, then mount */
         bool no_block;           /* fail with -EBUSY instead of waiting for the lock */
         char **remove;           /* extensions whose removal is requested */
         const StalePolicy *stale_policy;   /* NULL: tuck.conf's StalePolicy= */
         const TuckHooks *hooks;
+        /* Who asks, recorded with each decision (versions.json): "tuckctl refresh --allow-downgrade=foo". */
+        const char *via;
 } TuckOptions;
 
 /* root: "/" on a real host or a prefix (tests); config: NULL for <root>/etc/tuck/tuck.conf. */
 int tuck_context_new(const char *root, const char *config, TuckContext **ret, char **ret_error);
 TuckContext *tuck_context_free(TuckContext *c);
 /*
- * Re-read tuck.conf's policy (StalePolicy=, RestartUnits=, [Policy], [Scan])
+ * Re-read tuck.conf's policy (StalePolicy=, RestartUnits=, [Policy], [Scan],
+ * ImagePolicy=)
  * into @c; search directories and hierarchies stay as they were. On failure
  * @c is unchanged.
  */

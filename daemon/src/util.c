@@ -116,6 +116,16 @@ int free_and_vasprintf(char **p, const char *format, va_list ap) {
         return 0;
 }
 
+int free_and_strdup(char **p, const char *s) {
+        char *c = NULL;
+
+        if (s && !(c = strdup(s)))
+                return -ENOMEM;
+        free(*p);
+        *p = c;
+        return 0;
+}
+
 void strv_free(char **l) {
         STRV_FOREACH(s, l)
                 free(*s);
@@ -196,6 +206,93 @@ void strv_sort(char **l) {
         qsort(l, strv_length(l), sizeof(char *), compare_strings);
 }
 
+int refuse_with(char **ret_reason, const char *fmt, ...) {
+        va_list ap;
+
+        if (ret_reason) {
+                va_start(ap, fmt);
+                (void) free_and_vasprintf(ret_reason, fmt, ap);
+                va_end(ap);
+        }
+        return 0;
+}
+
+char *hexmem(const void *p, size_t n) {
+        static const char digits[] = "0123456789abcdef";
+        const uint8_t *b = p;
+        char *s = malloc(n * 2 + 1), *q = s;
+
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                *q++ = digits[b[i] >> 4];
+                *q++ = digits[b[i] & 15];
+        }
+        *q = 0;
+        return s;
+}
+
+static int unhex_char(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -EINVAL;
+}
+
+int unhexmem(const char *s, uint8_t **ret, size_t *ret_size) {
+        size_t l = strlen(s);
+        uint8_t *b;
+
+        if (l == 0 || l % 2 != 0)
+                return -EINVAL;
+        b = malloc(l / 2);
+        if (!b)
+                return -ENOMEM;
+        for (size_t i = 0; i < l / 2; i++) {
+                int hi = unhex_char(s[2 * i]), lo = unhex_char(s[2 * i + 1]);
+
+                if (hi < 0 || lo < 0) {
+                        free(b);
+                        return -EINVAL;
+                }
+                b[i] = (uint8_t) (hi << 4 | lo);
+        }
+        *ret = b;
+        *ret_size = l / 2;
+        return 0;
+}
+
+bool utf8_is_valid(const char *s) {
+        const unsigned char *p = (const unsigned char *) s;
+
+        while (*p) {
+                unsigned n, c;
+
+                if (*p < 0x80) {
+                        p++;
+                        continue;
+                }
+                n = *p >= 0xf0 && *p <= 0xf4 ? 3 : *p >= 0xe0 ? (*p < 0xf0 ? 2 : 0) : *p >= 0xc2 ? 1 : 0;
+                if (n == 0)
+                        return false;
+                c = *p & (0x3f >> n);
+                for (unsigned k = 1; k <= n; k++) {
+                        if ((p[k] & 0xc0) != 0x80)
+                                return false;
+                        c = (c << 6) | (p[k] & 0x3f);
+                }
+                /* Overlong forms, UTF-16 surrogates and anything past U+10FFFF. */
+                if ((n == 2 && c < 0x800) || (n == 3 && (c < 0x10000 || c > 0x10ffff)) ||
+                    (c >= 0xd800 && c <= 0xdfff))
+                        return false;
+                p += n + 1;
+        }
+        return true;
+}
+
 char *strv_join(char * const *l, const char *separator) {
         size_t n = 1, sl = strlen(separator);
         char *r, *p;
@@ -235,14 +332,9 @@ struct dirent *readdir_no_dot(DIR *d) {
         return NULL;
 }
 
-int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
+int read_full_fd(int fd, size_t max_size, char **ret) {
         _cleanup_free_ char *buf = NULL;
         size_t n = 0, allocated = 0;
-
-        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
 
         for (;;) {
                 ssize_t k;
@@ -277,38 +369,72 @@ int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret)
         return (int) n;
 }
 
+int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return read_full_fd(fd, max_size, ret);
+}
+
+/* fsync() of the directory @path is in, so a rename into it is durable. */
+static int fsync_parent(const char *path) {
+        _cleanup_free_ char *dir = strdup(path);
+        _cleanup_close_ int fd = -EBADF;
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash == dir)
+                slash[1] = 0;
+        else if (slash)
+                *slash = 0;
+        else
+                strcpy(dir, ".");
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return RET_NERRNO(fsync(fd));
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
 int write_file_atomic(const char *path, const char *contents, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
-        size_t n = strlen(contents);
-        const char *p = contents;
+        int r;
 
+        /* A temporary of our own: two writers of one file never write into each other's. */
         if (asprintf_safe(&tmp, "%s.tmp.%d", path, (int) getpid()) < 0)
                 return -ENOMEM;
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0)
                 return -errno;
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0) {
-                        int r = -errno;
-
-                        if (r == -EINTR)
-                                continue;
-                        (void) unlink(tmp);
-                        return r;
-                }
-                p += k;
-                n -= k;
-        }
-        if (fsync(fd) < 0 || rename(tmp, path) < 0) {
-                int r = -errno;
-
+        r = write_all(fd, contents, strlen(contents));
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
                 (void) unlink(tmp);
                 return r;
         }
-        return 0;
+        return fsync_parent(path);
 }
 
 int mkdir_p(const char *path, mode_t mode) {

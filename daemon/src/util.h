@@ -49,9 +49,18 @@ char *path_join_real(const char *first, ...);
 /* Join path components with exactly one '/' between them; NULL or "" components are skipped. */
 #define path_join(...) path_join_real(__VA_ARGS__, NULL)
 char *strstrip(char *s);
+/* Sets *ret_reason (if asked for) and returns 0: "not so, and why", for checks that return 1 when fine. */
+int refuse_with(char **ret_reason, const char *fmt, ...) _printf_(2, 3);
+/* Lower-case hex of n bytes; and back (-EINVAL unless an even number of hex digits). */
+char *hexmem(const void *p, size_t n);
+int unhexmem(const char *s, uint8_t **ret, size_t *ret_size);
+/* Well-formed UTF-8: no overlong forms, surrogates or code points past U+10FFFF. */
+bool utf8_is_valid(const char *s);
 int asprintf_safe(char **ret, const char *format, ...) _printf_(2, 3);
 /* Replaces *p (freed) with a newly formatted string; -ENOMEM leaves *p NULL. */
 int free_and_vasprintf(char **p, const char *format, va_list ap) _printf_(2, 0);
+/* Replaces *p (freed) with a copy of s (NULL for NULL). */
+int free_and_strdup(char **p, const char *s);
 
 /* NULL-terminated string vectors. */
 void strv_free(char **l);
@@ -76,7 +85,15 @@ DIR *opendir_at(int dir_fd, const char *path);
 struct dirent *readdir_no_dot(DIR *d);
 
 /* Files. */
+/* The whole file (NUL-terminated, no NUL inside: -EBADMSG), at most max_size bytes (-EFBIG). */
+int read_full_fd(int fd, size_t max_size, char **ret);
 int read_full_file_at(int dir_fd, const char *path, size_t max_size, char **ret);
+/*
+ * Replaces path with contents so that a crash or a power loss at any point
+ * leaves the old file or the new one, never a mix or none: written to
+ * "path.tmp" (writers are serialised by tuck's lock), fsync(), rename(),
+ * fsync() of the directory so the rename itself is on disk.
+ */
 int write_file_atomic(const char *path, const char *contents, mode_t mode);
 int mkdir_p(const char *path, mode_t mode);
 /*

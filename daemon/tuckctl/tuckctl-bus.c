@@ -81,15 +81,59 @@ static int call(sd_bus **ret_bus, const char *method, sd_bus_message **ret_reply
         return 0;
 }
 
-int tuckctl_bus_run(const char *verb, uint64_t flags, bool quiet) {
+/* One {sv} entry of type "as". */
+static int append_names(sd_bus_message *m, const char *key, char * const *names) {
+        int r;
+
+        if (strv_length(names) == 0)
+                return 0;
+        r = sd_bus_message_open_container(m, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", key);
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'v', "as");
+        if (r >= 0)
+                r = sd_bus_message_append_strv(m, (char **) names);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        return r;
+}
+
+/* The options dict of MergeEx, RefreshEx, UnmergeEx (org.tuck1.Manager(5)). */
+static int append_options(sd_bus_message *m, const TuckOptions *o) {
+        uint64_t flags = 0;
+        int r;
+
+        if (o->force)
+                flags |= TUCK_BUS_FLAG_FORCE;
+        if (o->allow_downgrade)
+                flags |= TUCK_BUS_FLAG_ALLOW_DOWNGRADE;
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "{sv}", "flags", "t", flags);
+        if (r >= 0)
+                r = append_names(m, "allow-downgrade-names", o->allow_downgrade_names);
+        if (r >= 0)
+                r = append_names(m, "remove", o->remove);
+        if (r >= 0 && o->via)
+                r = sd_bus_message_append(m, "{sv}", "command", "s", o->via);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        return r;
+}
+
+int tuckctl_bus_run(const char *verb, const TuckOptions *o, bool quiet) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
         static const struct {
                 const char *verb, *method;
         } table[] = {
-                { "merge",   "Merge"   },
-                { "refresh", "Refresh" },
-                { "unmerge", "Unmerge" },
+                { "merge",   "MergeEx"   },
+                { "refresh", "RefreshEx" },
+                { "unmerge", "UnmergeEx" },
         };
         const char *method = NULL;
         int changed, r;
@@ -100,9 +144,21 @@ int tuckctl_bus_run(const char *verb, uint64_t flags, bool quiet) {
         if (!method)
                 return log_error_errno(EINVAL, "'%s' cannot be run through tuckd.", verb);
 
-        r = call(&bus, method, &reply, "t", flags);
+        (void) sd_bus_error_add_map(tuckd_errors);
+        r = sd_bus_open_system(&bus);
         if (r < 0)
+                return log_error_errno(r, "Failed to connect to the system bus: %m");
+        r = sd_bus_message_new_method_call(bus, &m, TUCK_BUS_NAME, TUCK_BUS_PATH, TUCK_BUS_INTERFACE, method);
+        if (r >= 0)
+                r = append_options(m, o);
+        if (r < 0)
+                return log_error_errno(r, "Failed to build the %s call: %m", method);
+        r = sd_bus_call(bus, m, TUCKCTL_BUS_TIMEOUT_USEC, &error, &reply);
+        if (r < 0) {
+                log_error("tuckd: %s", error.message ?: strerror(-r));
+                sd_bus_error_free(&error);
                 return r;
+        }
         r = sd_bus_message_read(reply, "b", &changed);
         if (r < 0)
                 return log_error_errno(r, "Failed to read tuckd's reply to %s: %m", method);
@@ -131,11 +187,10 @@ int tuckctl_bus_json(const char *method) {
 
 int tuckctl_bus_try(const char *verb, const char *root, const TuckOptions *o, bool json, bool quiet,
                     bool *ret_handled) {
-        uint64_t flags = 0;
         int r;
 
         *ret_handled = false;
-        if (json || o->allow_window || o->remove || o->classes != 0)
+        if (json || o->allow_window || o->classes != 0)
                 return 0;
         if (!streq(verb, "merge") && !streq(verb, "refresh") && !streq(verb, "unmerge"))
                 return 0;
@@ -146,10 +201,6 @@ int tuckctl_bus_try(const char *verb, const char *root, const TuckOptions *o, bo
                 return 0;
         }
 
-        if (o->force)
-                flags |= TUCK_BUS_FLAG_FORCE;
-        if (o->allow_downgrade)
-                flags |= TUCK_BUS_FLAG_ALLOW_DOWNGRADE;
         *ret_handled = true;
-        return tuckctl_bus_run(verb, flags, quiet);
+        return tuckctl_bus_run(verb, o, quiet);
 }

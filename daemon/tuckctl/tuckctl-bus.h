@@ -21,18 +21,20 @@
 int tuckctl_bus_available(const char *root);
 
 /*
- * Runs @verb ("merge", "refresh", "unmerge") through tuckd. Prints what
- * happened (unless @quiet) and returns >0 if a generation changed, 0 if
+ * Runs @verb ("merge", "refresh", "unmerge") through tuckd's MergeEx,
+ * RefreshEx or UnmergeEx with @o's flags, --allow-downgrade=NAME and
+ * --remove=NAME, and o->via as the command recorded with a decision. Prints
+ * what happened (unless @quiet) and returns >0 if a generation changed, 0 if
  * there was nothing to do, <0 with the daemon's reason logged.
  */
-int tuckctl_bus_run(const char *verb, uint64_t flags, bool quiet);
+int tuckctl_bus_run(const char *verb, const TuckOptions *o, bool quiet);
 
 /* Status() or List() of tuckd: the same JSON as --json, printed to stdout. */
 int tuckctl_bus_json(const char *method);
 
 /*
  * tuckctl's hook: run @verb through tuckd if it runs for @root and @o says
- * nothing D-Bus cannot carry (--allow-window, --remove=, a class filter);
+ * nothing D-Bus cannot carry (--allow-window, a class filter);
  * @json also means direct (tuckd answers with a boolean, not a report).
  * Sets *ret_handled; when true, the return value is the verb's result.
  */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "floors.h"
 #include "log.h"
 #include "mount-api.h"
 #include "status.h"
@@ -27,7 +28,8 @@ enum {
         EXIT_OK = 0,
         EXIT_FAILED = 1,         /* an operation failed; the old generation is in place */
         EXIT_USAGE = 2,
-        EXIT_REFUSED = 3,        /* policy: downgrade or removal not allowed */
+        EXIT_REFUSED = 3,        /* policy: an extension held back (downgrade or removal not allowed);
+                                  * for status: one is held back now */
         EXIT_NO_FEATURE = 4,     /* the kernel lacks MOVE_MOUNT_BENEATH */
         EXIT_BUSY = 5,           /* --no-block and another operation holds the lock */
 };
@@ -37,6 +39,7 @@ static const char *arg_config = NULL;
 static bool arg_json = false;
 static bool arg_quiet = false;
 static TuckOptions arg_options = {};
+static char *arg_via = NULL;
 
 static void help(void) {
         printf("tuckctl [OPTIONS...] COMMAND [ARGS...]\n\n"
@@ -50,6 +53,9 @@ static void help(void) {
                "  refresh                Replace the merged overlays with the current images,\n"
                "                         atomically (or merge, if nothing is merged)\n"
                "  unmerge                Unmount the overlays: the base is visible again\n"
+               "  versions               Each extension's version floor, the decision behind it,\n"
+               "                         and what is active and held back\n"
+               "  forget NAME...         Retire extensions: drop their floors and removal protection\n"
                "  beneath SOURCE TARGET  Clone SOURCE and move it beneath the top mount at TARGET\n\n"
                "Options:\n"
                "  -h --help              Show this help\n"
@@ -59,7 +65,10 @@ static void help(void) {
                "     --class=CLASS       Only sysext or confext\n"
                "     --json              status, list and the verbs: print JSON\n"
                "     --force             Refresh even if the inputs did not change\n"
-               "     --allow-downgrade   Allow older versions and unrequested removals\n"
+               "     --allow-downgrade[=NAME]\n"
+               "                         Allow older versions and unrequested removals: of every\n"
+               "                         extension, or of NAME (may repeat). Recorded: the floor\n"
+               "                         moves to the allowed version, later runs honour it\n"
                "     --remove=NAME       Allow extension NAME to leave the merged set\n"
                "     --allow-window      Without MOVE_MOUNT_BENEATH: unmount, then mount\n"
                "                         (opens a window in which everyone sees the base)\n"
@@ -67,7 +76,8 @@ static void help(void) {
                "  -q --quiet             Print only errors\n"
                "  -v --verbose           Print debug messages\n\n"
                "Exit status: 0 success, 1 failure (old generation kept), 2 usage error,\n"
-               "3 refused by policy (downgrade/removal), 4 kernel lacks MOVE_MOUNT_BENEATH,\n"
+               "3 refused by policy: an extension held back (downgrade/removal; the rest\n"
+               "went ahead; for status: one is held back now), 4 kernel lacks MOVE_MOUNT_BENEATH,\n"
                "5 lock held by another operation (--no-block).\n\n"
                "See tuckctl(8).\n");
 }
@@ -93,7 +103,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "class",           required_argument, NULL, ARG_CLASS           },
                 { "json",            no_argument,       NULL, ARG_JSON            },
                 { "force",           no_argument,       NULL, ARG_FORCE           },
-                { "allow-downgrade", no_argument,       NULL, ARG_ALLOW_DOWNGRADE },
+                { "allow-downgrade", optional_argument, NULL, ARG_ALLOW_DOWNGRADE },
                 { "remove",          required_argument, NULL, ARG_REMOVE          },
                 { "allow-window",    no_argument,       NULL, ARG_ALLOW_WINDOW    },
                 { "no-block",        no_argument,       NULL, ARG_NO_BLOCK        },
@@ -134,7 +144,17 @@ static int parse_argv(int argc, char *argv[]) {
                         arg_options.force = true;
                         break;
                 case ARG_ALLOW_DOWNGRADE:
-                        arg_options.allow_downgrade = true;
+                        if (!optarg) {
+                                arg_options.allow_downgrade = true;
+                                break;
+                        }
+                        if (!image_name_is_valid(optarg)) {
+                                log_error("--allow-downgrade= takes an extension name, not '%s'.", optarg);
+                                return -EINVAL;
+                        }
+                        if (!strv_contains(arg_options.allow_downgrade_names, optarg) &&
+                            strv_extend(&arg_options.allow_downgrade_names, optarg) < 0)
+                                return -ENOMEM;
                         break;
                 case ARG_REMOVE:
                         if (strv_extend(&arg_options.remove, optarg) < 0)
@@ -226,6 +246,7 @@ static int verb_list(TuckContext *c, const char *verb, Operation unused) {
 
 static int verb_status(TuckContext *c, const char *verb, Operation unused) {
         Status *s = NULL;
+        bool degraded;
         int r;
 
         r = tuck_status(c, &s);
@@ -235,7 +256,25 @@ static int verb_status(TuckContext *c, const char *verb, Operation unused) {
                 r = print_json(status_to_json(s));
         else
                 status_print(s, stdout);
+        /* Degraded (an extension held back, a record unusable): exit 3, like a refusal by policy. */
+        degraded = status_degraded(s);
         status_free(s);
+        return r < 0 ? exit_status(r) : degraded ? EXIT_REFUSED : EXIT_OK;
+}
+
+static int verb_versions(TuckContext *c, const char *verb, Operation unused) {
+        _cleanup_free_ char *error = NULL;
+        VersionsView *v = NULL;
+        int r;
+
+        r = tuck_versions(c, &arg_options, &v, &error);
+        if (r < 0)
+                return exit_status(log_error_errno(r, "%s", error ?: strerror(-r)));
+        if (arg_json)
+                r = print_json(versions_view_to_json(v));
+        else
+                versions_view_print(v, stdout);
+        versions_view_free(v);
         return exit_status(r);
 }
 
@@ -249,7 +288,56 @@ static const struct {
         { "merge",   verb_operation, tuck_merge    },
         { "refresh", verb_operation, tuck_refresh  },
         { "unmerge", verb_operation, tuck_unmerge  },
+        { "versions", verb_versions, NULL          },
 };
+
+/* The words recorded with a decision (versions.json): the verb and the options that decide. */
+static int make_via(const char *verb) {
+        _cleanup_strv_free_ char **words = NULL;
+
+        if (strv_extend(&words, "tuckctl") < 0 || strv_extend(&words, verb) < 0)
+                return -ENOMEM;
+        if (arg_options.allow_downgrade && strv_extend(&words, "--allow-downgrade") < 0)
+                return -ENOMEM;
+        STRV_FOREACH(n, arg_options.allow_downgrade_names)
+                if (strv_consume(&words, strjoin("--allow-downgrade=", *n)) < 0)
+                        return -ENOMEM;
+        STRV_FOREACH(n, arg_options.remove)
+                if (strv_consume(&words, strjoin("--remove=", *n)) < 0)
+                        return -ENOMEM;
+        arg_via = strv_join(words, " ");
+        if (!arg_via)
+                return -ENOMEM;
+        arg_options.via = arg_via;
+        return 0;
+}
+
+/* forget NAME...: works on versions.json under the lock, with or without tuckd. */
+static int verb_forget(char * const *names) {
+        _cleanup_free_ char *error = NULL, *message = NULL;
+        TuckContext *c = NULL;
+        int r;
+
+        STRV_FOREACH(n, names)
+                if (!image_name_is_valid(*n)) {
+                        log_error("'%s' is not an extension name.", *n);
+                        return EXIT_USAGE;
+                }
+        r = tuck_context_new(arg_root, arg_config, &c, &error);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up: %s", error ?: strerror(-r));
+                return r == -EINVAL || r == -EBADMSG ? EXIT_USAGE : EXIT_FAILED;
+        }
+        r = tuck_forget(c, &arg_options, names, &message);
+        tuck_context_free(c);
+        if (r < 0) {
+                log_error("%s", message ?: strerror(-r));
+                return r == -EBUSY ? EXIT_BUSY : EXIT_FAILED;
+        }
+        if (!arg_quiet && !isempty(message))
+                puts(message);
+        return EXIT_OK;
+}
 
 /* The raw primitive: util-linux 2.38 has no "mount --beneath". */
 static int verb_beneath(const char *source, const char *target) {
@@ -282,6 +370,9 @@ static int run_verb(size_t v) {
         bool handled;
         int r;
 
+        r = make_via(verbs[v].name);
+        if (r < 0)
+                return exit_status(log_error_errno(r, "Out of memory."));
         r = tuckctl_bus_try(verbs[v].name, arg_root, &arg_options, arg_json, arg_quiet, &handled);
         if (handled)
                 return exit_status(r);
@@ -309,6 +400,13 @@ static int run(int argc, char *argv[]) {
         }
         verb = argv[optind];
 
+        if (streq(verb, "forget")) {
+                if (argc - optind < 2) {
+                        log_error("Usage: tuckctl forget NAME...");
+                        return EXIT_USAGE;
+                }
+                return verb_forget(argv + optind + 1);
+        }
         if (streq(verb, "beneath")) {
                 if (argc - optind != 3) {
                         log_error("Usage: tuckctl beneath SOURCE TARGET");
@@ -333,5 +431,7 @@ int main(int argc, char *argv[]) {
         int r = run(argc, argv);
 
         strv_free(arg_options.remove);
+        strv_free(arg_options.allow_downgrade_names);
+        free(arg_via);
         return r;
 }

@@ -19,12 +19,18 @@
 #include "manager.h"
 #include "util.h"
 
-static int check_caller_is_root(sd_bus_message *msg, const char *method, sd_bus_error *error) {
+/*
+ * Root only. *ret_via (if not NULL) says who called, for the decisions a call
+ * records in versions.json: "D-Bus RefreshEx (uid 0, pid 1234, tuckctl)".
+ */
+static int check_caller_is_root(sd_bus_message *msg, const char *method, char **ret_via, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        const char *comm = NULL;
+        pid_t pid = 0;
         uid_t euid;
         int r;
 
-        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID | SD_BUS_CREDS_PID | SD_BUS_CREDS_COMM, &creds);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Failed to query the caller's credentials: %m");
         r = sd_bus_creds_get_euid(creds, &euid);
@@ -39,16 +45,37 @@ static int check_caller_is_root(sd_bus_message *msg, const char *method, sd_bus_
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
                                          "Only root may call %s (caller uid %u).", method, (unsigned) euid);
         }
+        if (!ret_via)
+                return 0;
+        (void) sd_bus_creds_get_pid(creds, &pid);
+        (void) sd_bus_creds_get_comm(creds, &comm);
+        if (asprintf(ret_via, "D-Bus %s (uid %u, pid %d, %s)", method, (unsigned) euid, (int) pid,
+                     comm ?: sd_bus_message_get_sender(msg) ?: "?") < 0)
+                return -ENOMEM;
         return 0;
 }
 
-static int method_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const char *method, sd_bus_error *error) {
+/* Runs the verb as asked and replies "changed", or the error tuckctl exits with. */
+static int run_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const EngineRequest *req, const char *method,
+                    sd_bus_error *error) {
         _cleanup_free_ char *reason = NULL;
         char trigger[64];
+        int r;
+
+        snprintf(trigger, sizeof trigger, "D-Bus %s", method);
+        r = manager_run(m, verb, req, trigger, &reason);
+        if (r < 0)
+                return sd_bus_error_setf(error, tuck_bus_error_name(r), "%s refused: %s",
+                                         method, reason ?: strerror(-r));
+        return sd_bus_reply_method_return(msg, "b", r > 0);
+}
+
+static int method_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const char *method, sd_bus_error *error) {
+        _cleanup_free_ char *via = NULL;
         uint64_t flags;
         int r;
 
-        r = check_caller_is_root(msg, method, error);
+        r = check_caller_is_root(msg, method, &via, error);
         if (r < 0)
                 return r;
 
@@ -60,12 +87,113 @@ static int method_verb(sd_bus_message *msg, Manager *m, EngineVerb verb, const c
                                          "Unknown flags 0x%llx for %s.",
                                          (unsigned long long) (flags & ~_TUCK_BUS_FLAGS_ALL), method);
 
-        snprintf(trigger, sizeof trigger, "D-Bus %s", method);
-        r = manager_run(m, verb, flags, trigger, &reason);
+        return run_verb(msg, m, verb, &(EngineRequest) { .flags = flags, .via = via }, method, error);
+}
+
+static void request_done(EngineRequest *req) {
+        strv_free(req->allow_downgrade);
+        strv_free(req->remove);
+}
+
+/* An "as" option: extension names, each checked. */
+static int read_names(sd_bus_message *msg, const char *key, char ***names, sd_bus_error *error) {
+        char **l = NULL;
+        int r;
+
+        r = sd_bus_message_read_strv(msg, &l);
         if (r < 0)
-                return sd_bus_error_setf(error, tuck_bus_error_name(r), "%s refused: %s",
-                                         method, reason ?: strerror(-r));
-        return sd_bus_reply_method_return(msg, "b", r > 0);
+                return r;
+        STRV_FOREACH(n, l)
+                if (!engine_name_is_valid(*n)) {
+                        r = sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "'%s' in option '%s' is not an "
+                                              "extension name.", *n, key);
+                        strv_free(l);
+                        return r;
+                }
+        STRV_FOREACH(n, l)
+                if (strv_extend(names, *n) < 0) {
+                        strv_free(l);
+                        return -ENOMEM;
+                }
+        strv_free(l);
+        return 0;
+}
+
+/* One entry of the options dict of MergeEx, RefreshEx and UnmergeEx (org.tuck1.Manager(5)). */
+static int read_option(sd_bus_message *msg, EngineRequest *req, char **command, sd_bus_error *error) {
+        const char *key;
+        int r, b;
+
+        r = sd_bus_message_read(msg, "s", &key);
+        if (r < 0)
+                return r;
+        if (streq(key, "flags")) {
+                r = sd_bus_message_read(msg, "v", "t", &req->flags);
+                if (r >= 0 && (req->flags & ~_TUCK_BUS_FLAGS_ALL))
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown flags 0x%llx.",
+                                                 (unsigned long long) (req->flags & ~_TUCK_BUS_FLAGS_ALL));
+        } else if (streq(key, "allow-downgrade")) {
+                r = sd_bus_message_read(msg, "v", "b", &b);
+                if (r >= 0 && b)
+                        req->flags |= TUCK_BUS_FLAG_ALLOW_DOWNGRADE;
+        } else if (streq(key, "allow-downgrade-names") || streq(key, "remove")) {
+                r = sd_bus_message_enter_container(msg, 'v', "as");
+                if (r >= 0)
+                        r = read_names(msg, key, streq(key, "remove") ? &req->remove : &req->allow_downgrade, error);
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(msg);
+        } else if (streq(key, "command")) {
+                const char *c;
+
+                r = sd_bus_message_read(msg, "v", "s", &c);
+                if (r >= 0 && free_and_strdup(command, c) < 0)
+                        r = -ENOMEM;
+        } else
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Unknown option '%s'.", key);
+        return r;
+}
+
+static int method_verb_ex(sd_bus_message *msg, Manager *m, EngineVerb verb, const char *method, sd_bus_error *error) {
+        _cleanup_(request_done) EngineRequest req = {};
+        _cleanup_free_ char *via = NULL, *command = NULL, *both = NULL;
+        int r;
+
+        r = check_caller_is_root(msg, method, &via, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                r = read_option(msg, &req, &command, error);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(msg);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(msg);
+        if (r < 0)
+                return r;
+        /* The caller's words ("tuckctl refresh --allow-downgrade=foo") and who the bus says it is. */
+        if (command && asprintf(&both, "%s, through %s", command, via) < 0)
+                return -ENOMEM;
+        req.via = both ?: via;
+        return run_verb(msg, m, verb, &req, method, error);
+}
+
+static int method_merge_ex(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return method_verb_ex(msg, userdata, ENGINE_MERGE, "MergeEx", error);
+}
+
+static int method_refresh_ex(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return method_verb_ex(msg, userdata, ENGINE_REFRESH, "RefreshEx", error);
+}
+
+static int method_unmerge_ex(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        return method_verb_ex(msg, userdata, ENGINE_UNMERGE, "UnmergeEx", error);
 }
 
 static int method_merge(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
@@ -101,6 +229,42 @@ static int method_list(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         return method_json(msg, userdata, manager_list_json, "List", error);
 }
 
+/* Two small files, no namespace scanned: read for each call. */
+static int method_versions(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_free_ char *json = NULL, *reason = NULL;
+        Manager *m = userdata;
+        int r;
+
+        r = engine_versions_json(m->engine, &json, &reason);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Versions failed: %s", reason ?: strerror(-r));
+        return sd_bus_reply_method_return(msg, "s", json);
+}
+
+static int method_forget(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_strv_free_ char **names = NULL;
+        _cleanup_free_ char *message = NULL, *via = NULL;
+        Manager *m = userdata;
+        int r;
+
+        r = check_caller_is_root(msg, "Forget", &via, error);
+        if (r < 0)
+                return r;
+        r = read_names(msg, "names", &names, error);
+        if (r < 0)
+                return r;
+        if (strv_length(names) == 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Forget needs at least one name.");
+        r = engine_forget(m->engine, names, &message);
+        if (r < 0)
+                return sd_bus_error_setf(error, TUCK_BUS_ERROR_FAILED, "Forget refused: %s",
+                                         message ?: strerror(-r));
+        log_info("%s: %s", via, strempty(message));
+        /* What was forgotten is no longer protected: the next refresh may drop it, and no longer holds it. */
+        manager_emit_held_back(m);
+        return sd_bus_reply_method_return(msg, "s", strempty(message));
+}
+
 static int property_get_generations(sd_bus *bus, const char *path, const char *interface,
                                     const char *property, sd_bus_message *reply, void *userdata,
                                     sd_bus_error *error) {
@@ -116,6 +280,34 @@ static int property_get_generations(sd_bus *bus, const char *path, const char *i
                 if (r < 0)
                         return r;
         }
+        return sd_bus_message_close_container(reply);
+}
+
+static int property_get_degraded(sd_bus *bus, const char *path, const char *interface,
+                                 const char *property, sd_bus_message *reply, void *userdata,
+                                 sd_bus_error *error) {
+        return sd_bus_message_append(reply, "b", manager_degraded(userdata));
+}
+
+static int property_get_held_back(sd_bus *bus, const char *path, const char *interface,
+                                  const char *property, sd_bus_message *reply, void *userdata,
+                                  sd_bus_error *error) {
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "(sssssss)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m->n_hierarchies; i++)
+                for (size_t k = 0; k < m->hierarchies[i].n_held; k++) {
+                        const EngineHold *h = &m->hierarchies[i].held[k];
+
+                        r = sd_bus_message_append(reply, "(sssssss)", m->hierarchies[i].path, h->extension,
+                                                  h->reason, h->active_version, h->refused_version, h->override,
+                                                  h->message);
+                        if (r < 0)
+                                return r;
+                }
         return sd_bus_message_close_container(reply);
 }
 
@@ -146,6 +338,9 @@ static const sd_bus_vtable manager_vtable[] = {
                         SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("HealCount", "t", NULL, offsetof(Manager, heal_count),
                         SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Degraded", "b", property_get_degraded, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("HeldBack", "a(sssssss)", property_get_held_back, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
 
         SD_BUS_METHOD_WITH_ARGS("Merge",
                                 SD_BUS_ARGS("t", flags),
@@ -159,6 +354,26 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_ARGS("t", flags),
                                 SD_BUS_RESULT("b", changed),
                                 method_unmerge, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("MergeEx",
+                                SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("b", changed),
+                                method_merge_ex, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("RefreshEx",
+                                SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("b", changed),
+                                method_refresh_ex, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("UnmergeEx",
+                                SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("b", changed),
+                                method_unmerge_ex, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Versions",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("s", versions_json),
+                                method_versions, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Forget",
+                                SD_BUS_ARGS("as", names),
+                                SD_BUS_RESULT("s", message),
+                                method_forget, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Status",
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("s", status_json),
@@ -191,7 +406,14 @@ int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t 
 void manager_emit_counters(Manager *m) {
         if (m->bus)
                 (void) sd_bus_emit_properties_changed(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
-                                                      "Generations", "RefreshCount", "HealCount", NULL);
+                                                      "Generations", "RefreshCount", "HealCount", "Degraded",
+                                                      NULL);
+}
+
+void manager_emit_held_back(Manager *m) {
+        if (m->bus)
+                (void) sd_bus_emit_properties_changed(m->bus, TUCK_BUS_PATH, TUCK_BUS_INTERFACE,
+                                                      "Degraded", "HeldBack", NULL);
 }
 
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome) {

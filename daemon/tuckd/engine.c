@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "engine.h"
+#include "floors.h"
 #include "log.h"
 #include "macro.h"
 #include "status.h"
@@ -102,6 +103,68 @@ int engine_generation(Engine *e, size_t hierarchy, EngineGeneration *ret) {
         return 0;
 }
 
+bool engine_name_is_valid(const char *name) {
+        return image_name_is_valid(name);
+}
+
+void engine_holds_free(EngineHold *h, size_t n) {
+        for (size_t i = 0; h && i < n; i++) {
+                free(h[i].extension);
+                free(h[i].reason);
+                free(h[i].active_version);
+                free(h[i].refused_version);
+                free(h[i].override);
+                free(h[i].headline);
+                free(h[i].message);
+        }
+        free(h);
+}
+
+static int hold_flatten(const Hold *h, const char *hierarchy, EngineHold *ret) {
+        *ret = (EngineHold) {
+                .extension = strdup(h->extension),
+                .reason = strdup(strna(hold_reason_to_string(h->reason))),
+                .active_version = strdup(h->kept ? h->active_version ?: "(unversioned)" : ""),
+                .refused_version = strdup(strempty(h->refused_version)),
+                .override = strdup(strempty(h->override)),
+                .headline = hold_headline(h, hierarchy),
+                .message = hold_describe(h, hierarchy),
+        };
+        return ret->extension && ret->reason && ret->active_version && ret->refused_version && ret->override &&
+               ret->headline && ret->message ? 0 : -ENOMEM;
+}
+
+static int holds_flatten(const Hold *held, size_t n, const char *hierarchy, EngineHold **ret, size_t *ret_n) {
+        EngineHold *a = calloc(n ?: 1, sizeof(EngineHold));
+
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (hold_flatten(&held[i], hierarchy, &a[i]) < 0) {
+                        engine_holds_free(a, i + 1);
+                        return -ENOMEM;
+                }
+        *ret = a;
+        *ret_n = n;
+        return 0;
+}
+
+int engine_held_back(Engine *e, size_t hierarchy, EngineHold **ret, size_t *ret_n) {
+        Generation g = {};
+        int r;
+
+        *ret = NULL;
+        *ret_n = 0;
+        r = tuck_generation(e->ctx, &e->hierarchies[hierarchy], &g);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        r = g.n_held > 0 ? holds_flatten(g.held, g.n_held, e->hierarchies[hierarchy].path, ret, ret_n) : 0;
+        generation_done(&g);
+        return r;
+}
+
 static size_t hierarchy_index(Engine *e, const TuckHierarchy *h) {
         for (size_t i = 0; i < e->n_hierarchies; i++)
                 if (&e->hierarchies[i] == h || streq(e->hierarchies[i].path, h->path))
@@ -157,12 +220,37 @@ static char *report_reasons(const Report *r) {
                 const HierarchyReport *h = r->hierarchies + i;
                 char *s;
 
+                for (size_t k = 0; k < h->n_held; k++) {
+                        _cleanup_free_ char *d = hold_describe(&h->held[k], h->hierarchy);
+
+                        if (asprintf_safe(&s, "%s: held back: %s", h->hierarchy, strna(d)) >= 0)
+                                (void) strv_consume(&l, s);
+                }
                 if (h->outcome != OUTCOME_REFUSED && h->outcome != OUTCOME_FAILED)
                         continue;
                 if (asprintf_safe(&s, "%s: %s", h->hierarchy, h->message ?: strerror(-h->error)) >= 0)
                         (void) strv_consume(&l, s);
         }
         return l ? strv_join(l, "; ") : NULL;
+}
+
+/* The extensions the verb held back, to tuckd's hook (the journal). */
+static void report_held(Engine *e, const Report *report, const EngineHooks *hooks) {
+        for (size_t i = 0; hooks && hooks->held_back && i < report->n_hierarchies; i++) {
+                const HierarchyReport *h = &report->hierarchies[i];
+
+                for (size_t k = 0; k < e->n_hierarchies; k++) {
+                        EngineHold *held = NULL;
+                        size_t n = 0;
+
+                        if (!streq(e->hierarchies[k].path, h->hierarchy) ||
+                            holds_flatten(h->held, h->n_held, h->hierarchy, &held, &n) < 0)
+                                continue;
+                        for (size_t j = 0; j < n; j++)
+                                hooks->held_back(k, &held[j], hooks->userdata);
+                        engine_holds_free(held, n);
+                }
+        }
 }
 
 /* The namespaces libtuck found behind, in the report, to tuckd's hook. */
@@ -185,8 +273,21 @@ static void report_namespaces(Engine *e, const Report *report, const EngineHooks
         }
 }
 
-int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, const EngineHooks *hooks,
-               char **ret_error) {
+/* A failure that leaves the host behind what it should run (see engine_run()). */
+static bool report_failed(const Report *r) {
+        if (r->error < 0)
+                return true;
+        for (size_t i = 0; i < r->n_hierarchies; i++) {
+                const HierarchyReport *h = &r->hierarchies[i];
+
+                if (h->outcome == OUTCOME_FAILED || (h->outcome == OUTCOME_REFUSED && h->error != -EALREADY))
+                        return true;
+        }
+        return false;
+}
+
+int engine_run(Engine *e, EngineVerb verb, const EngineRequest *req, StalePolicy policy, const EngineHooks *hooks,
+               char **ret_error, bool *ret_failed) {
         static int (*const verbs[_ENGINE_VERB_MAX])(TuckContext *, const TuckOptions *, Report **) = {
                 [ENGINE_MERGE] = tuck_merge,
                 [ENGINE_REFRESH] = tuck_refresh,
@@ -200,10 +301,13 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, c
                 .userdata = e,
         };
         TuckOptions o = {
-                .force = flags & TUCK_BUS_FLAG_FORCE,
-                .allow_downgrade = flags & TUCK_BUS_FLAG_ALLOW_DOWNGRADE,
+                .force = req->flags & TUCK_BUS_FLAG_FORCE,
+                .allow_downgrade = req->flags & TUCK_BUS_FLAG_ALLOW_DOWNGRADE,
+                .allow_downgrade_names = req->allow_downgrade,
+                .remove = req->remove,
                 .stale_policy = &policy,
                 .hooks = &th,
+                .via = req->via ?: "tuckd",
         };
         int r;
 
@@ -213,10 +317,14 @@ int engine_run(Engine *e, EngineVerb verb, uint64_t flags, StalePolicy policy, c
 
         if (ret_error)
                 *ret_error = report ? report_reasons(report) : NULL;
+        if (ret_failed)
+                *ret_failed = report ? report_failed(report) : r < 0;
         for (size_t i = 0; report && i < strv_length(report->warnings); i++)
                 log_warning("%s", report->warnings[i]);
-        if (report)
+        if (report) {
+                report_held(e, report, hooks);
                 report_namespaces(e, report, hooks);
+        }
         /* The same verdict tuckctl draws from the report when it runs alone. */
         if (r < 0 && report)
                 r = report_error(report) ?: r;
@@ -260,6 +368,22 @@ int engine_list_json(Engine *e, char **ret, char **ret_error) {
         r = json_to_string(image_list_to_json(l), ret);
         image_list_free(l);
         return r;
+}
+
+int engine_versions_json(Engine *e, char **ret, char **ret_error) {
+        VersionsView *v = NULL;
+        int r;
+
+        r = tuck_versions(e->ctx, NULL, &v, ret_error);
+        if (r < 0)
+                return r;
+        r = json_to_string(versions_view_to_json(v), ret);
+        versions_view_free(v);
+        return r;
+}
+
+int engine_forget(Engine *e, char * const *names, char **ret_message) {
+        return tuck_forget(e->ctx, NULL, names, ret_message);
 }
 
 void engine_set_keepalive(Engine *e, void (*keepalive)(void *userdata), void *userdata) {

@@ -85,7 +85,10 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->bus_retry);
         sd_bus_flush_close_unref(m->bus);
         sd_event_unref(m->event);
+        for (size_t i = 0; m->hierarchies && i < m->n_hierarchies; i++)
+                engine_holds_free(m->hierarchies[i].held, m->hierarchies[i].n_held);
         free(m->hierarchies);
+        free(m->failure);
         engine_free(m->engine);
         free(m->root);
         free(m->config_path);
@@ -93,28 +96,83 @@ Manager *manager_free(Manager *m) {
         return NULL;
 }
 
-void manager_notify_status(Manager *m) {
-        char status[512], *p = status;
+bool manager_degraded(const Manager *m) {
+        for (size_t i = 0; i < m->n_hierarchies; i++)
+                if (m->hierarchies[i].n_held > 0)
+                        return true;
+        return m->failure != NULL;
+}
 
+/* "degraded: foo held back (downgrade 2.0 → 1.0 not allowed); " or the last failure, or "". */
+static void format_degraded(const Manager *m, char *buf, size_t size) {
+        const char *sep = "degraded: ";
+        size_t n = 0;
+
+        buf[0] = 0;
+        for (size_t i = 0; i < m->n_hierarchies && n < size; i++)
+                for (size_t k = 0; k < m->hierarchies[i].n_held && n < size; k++) {
+                        n += snprintf(buf + n, size - n, "%s%s", sep, m->hierarchies[i].held[k].headline);
+                        sep = ", ";
+                }
+        if (n == 0 && m->failure)
+                n = snprintf(buf, size, "degraded: %s", m->failure);
+        if (n > 0 && n < size)
+                snprintf(buf + n, size - n, "; ");
+}
+
+void manager_notify_status(Manager *m) {
+        char status[1024], *p = status;
+
+        /* Never silent: what is held back (or failed) comes first, then the generations. */
+        format_degraded(m, status, sizeof status / 2);
+        p += strlen(status);
         for (size_t i = 0; i < m->n_hierarchies; i++) {
                 const Hierarchy *h = m->hierarchies + i;
 
+                const char *sep = i == 0 ? "" : ", ";
+
                 if (h->current.generation > 0)
-                        p += snprintf(p, status + sizeof status - p, "%s%s generation %" PRIu64,
-                                      p == status ? "" : ", ", h->path, h->current.generation);
+                        p += snprintf(p, status + sizeof status - p, "%s%s generation %" PRIu64, sep, h->path,
+                                      h->current.generation);
                 else
-                        p += snprintf(p, status + sizeof status - p, "%s%s not merged",
-                                      p == status ? "" : ", ", h->path);
+                        p += snprintf(p, status + sizeof status - p, "%s%s not merged", sep, h->path);
                 if (p >= status + sizeof status)
                         break;
         }
         (void) sd_notifyf(false, "STATUS=%s", status);
 }
 
+/* What each hierarchy holds back now, from its record; emits if it changed. */
+static void manager_adopt_held_back(Manager *m, bool emit) {
+        bool changed = false;
+
+        for (size_t i = 0; i < m->n_hierarchies; i++) {
+                Hierarchy *h = m->hierarchies + i;
+                EngineHold *held = NULL;
+                size_t n = 0;
+                int r;
+
+                r = engine_held_back(m->engine, i, &held, &n);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to read what is held back in '%s': %m", h->path);
+                        continue;
+                }
+                changed = changed || n != h->n_held;
+                for (size_t k = 0; !changed && k < n; k++)
+                        changed = !streq(held[k].message, h->held[k].message);
+                engine_holds_free(h->held, h->n_held);
+                h->held = held;
+                h->n_held = n;
+        }
+        if (changed && emit)
+                manager_emit_held_back(m);
+}
+
 /* Read every hierarchy's generation; return how many changed (and emit for them). */
 static int manager_adopt_generations(Manager *m, bool emit) {
         int changed = 0;
 
+        manager_adopt_held_back(m, emit);
         for (size_t i = 0; i < m->n_hierarchies; i++) {
                 Hierarchy *h = m->hierarchies + i;
                 EngineGeneration g;
@@ -213,6 +271,24 @@ static void on_namespace(size_t hierarchy, uint64_t generation, const HealReport
         log_namespace(m, m->hierarchies + hierarchy, generation, r, r->outcome ?: "unknown");
 }
 
+/* Each extension a verb held back: one journal entry, with both versions, the reason and the override. */
+static void on_held_back(size_t hierarchy, const EngineHold *x, void *userdata) {
+        Manager *m = userdata;
+        const char *fields[] = {
+                "TUCK_HIERARCHY", m->hierarchies[hierarchy].path,
+                "TUCK_EXTENSION", x->extension,
+                "TUCK_HOLD_REASON", x->reason,
+                "TUCK_ACTIVE_VERSION", x->active_version,
+                "TUCK_REFUSED_VERSION", x->refused_version,
+                "TUCK_OVERRIDE", x->override,
+                "TUCK_TRIGGER", m->running_trigger,
+                NULL,
+        };
+
+        log_event(MESSAGE_ID_HELD_BACK, LOG_WARNING, fields, "%s: held back: %s", m->hierarchies[hierarchy].path,
+                  x->message);
+}
+
 void manager_keepalive(void *userdata) {
         Manager *m = userdata;
         uint64_t now;
@@ -277,9 +353,10 @@ static void log_refused(EngineVerb verb, const char *trigger, const char *reason
                   reason);
 }
 
-int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger, char **ret_error) {
+int manager_run(Manager *m, EngineVerb verb, const EngineRequest *req, const char *trigger, char **ret_error) {
         _cleanup_free_ char *error = NULL;
         uint64_t old_gen[m->n_hierarchies ?: 1];
+        bool failed = false;
         int r, changed;
 
         m->refresh_count++;
@@ -292,14 +369,15 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
                 m->hierarchies[i].logged = false;
         }
 
-        r = engine_run(m->engine, verb, flags, m->config.stale_policy,
+        r = engine_run(m->engine, verb, req ?: &(EngineRequest) { .via = trigger }, m->config.stale_policy,
                        &(EngineHooks) {
                                .after_swap = on_after_swap,
                                .namespace = on_namespace,
+                               .held_back = on_held_back,
                                .keepalive = manager_keepalive,
                                .userdata = m,
                        },
-                       &error);
+                       &error, &failed);
 
         /* What Status and List answer from now on: what this verb left. */
         json_cache_done(&m->status);
@@ -319,6 +397,14 @@ int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger
                 log_refused(verb, trigger, error ?: strerror(-r));
         else if (changed == 0)
                 log_info("%s (%s): nothing to do.", engine_verb_to_string(verb), trigger);
+
+        /* A failure other than holds (those are in the records) or a call made at the wrong time
+         * (Merge when merged) leaves the host degraded until a verb succeeds. */
+        free(m->failure);
+        m->failure = NULL;
+        if (r < 0 && failed)
+                (void) asprintf_safe(&m->failure, "%s failed: %s", engine_verb_to_string(verb),
+                                     error ?: strerror(-r));
 
         manager_notify_status(m);
         /* Whatever triggered it (a call, a directory change, a reload): RefreshCount changed. */
@@ -341,7 +427,7 @@ static int on_refresh_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         }
 
         m->burst_start_usec = 0;
-        (void) manager_run(m, ENGINE_REFRESH, 0, "image directory changed", NULL);
+        (void) manager_run(m, ENGINE_REFRESH, NULL, "image directory changed", NULL);
         return 0;
 }
 
@@ -394,10 +480,16 @@ int manager_start(Manager *m) {
                          m->hierarchies[i].path, m->hierarchies[i].current.generation);
 
         /* Like systemd-sysext.service at boot: merge what is there, or pick up
-         * what changed while we were not running. A refusal is logged and
-         * tuckd keeps running: the next image drop may fix it. The refresh
-         * also catches up with namespaces a killed predecessor left behind. */
-        (void) manager_run(m, ENGINE_REFRESH, 0, "startup", NULL);
+         * what changed while we were not running. Everything that may be
+         * merged is: an extension whose version or removal is refused is held
+         * back alone (libtuck), and that is a degraded state, said in STATUS=,
+         * the journal and the Degraded and HeldBack properties, never silent;
+         * tuckd keeps running (READY=1 follows) and the next image drop or an
+         * operator's decision may resolve it. The refresh also catches up with
+         * namespaces a killed predecessor left behind. */
+        r = manager_run(m, ENGINE_REFRESH, NULL, "startup", NULL);
+        if (r < 0 && manager_degraded(m))
+                log_warning("Start-up refresh: degraded, the rest is merged (tuckctl status says what and why).");
 
         if (m->config.watch) {
                 r = manager_watch_images(m);
@@ -429,5 +521,5 @@ int manager_reload(Manager *m) {
                 (void) manager_watch_images(m);
 
         /* The refresh also heals what StalePolicy=report left behind, if it is heal now. */
-        return manager_run(m, ENGINE_REFRESH, 0, "reload", NULL);
+        return manager_run(m, ENGINE_REFRESH, NULL, "reload", NULL);
 }

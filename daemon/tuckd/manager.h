@@ -14,6 +14,8 @@
 typedef struct Hierarchy {
         const char *path;
         EngineGeneration current;
+        EngineHold *held;               /* held back now, as its record says */
+        size_t n_held;
         bool logged;                    /* this run's change is logged already */
 } Hierarchy;
 
@@ -52,6 +54,7 @@ typedef struct Manager {
         uint64_t refresh_count;         /* verbs run (merge/refresh/unmerge), any outcome */
         uint64_t swap_count;            /* of those, how many changed a generation */
         uint64_t heal_count;            /* namespaces healed */
+        char *failure;                  /* why the last verb failed (not a hold), for STATUS= */
 
         JsonCache status, list;
 
@@ -69,7 +72,10 @@ int manager_reload(Manager *m);                 /* SIGHUP: re-read config, re-wa
  * Run a verb now: snapshot namespaces, run it, heal or report, log, signal.
  * @ret_error gets the reason of a failure (owned).
  */
-int manager_run(Manager *m, EngineVerb verb, uint64_t flags, const char *trigger, char **ret_error);
+int manager_run(Manager *m, EngineVerb verb, const EngineRequest *req, const char *trigger, char **ret_error);
+
+/* Degraded: an extension is held back somewhere, or the last verb failed. */
+bool manager_degraded(const Manager *m);
 
 /* A change in an image directory: refresh after the quiet period. */
 void manager_schedule_refresh(Manager *m, const char *why);
@@ -99,6 +105,8 @@ int manager_emit_generation_changed(Manager *m, const char *hierarchy, uint64_t 
 int manager_emit_namespace(Manager *m, const char *hierarchy, const HealReport *r, const char *outcome);
 /* PropertiesChanged for the properties every verb and heal may change. */
 void manager_emit_counters(Manager *m);
+/* PropertiesChanged for Degraded and HeldBack. */
+void manager_emit_held_back(Manager *m);
 
 /* log-journal.c: one structured journal entry per event, plus the readable line. */
 void log_event(const char *message_id, int priority, const char *fields[], const char *format, ...)
@@ -111,6 +119,7 @@ void log_setup_journal(void);
 #define MESSAGE_ID_HEALED    "e31ca6970a1d42cdb02b12431d3ab01e"
 #define MESSAGE_ID_STALE     "5caeb1603632417eb7da23c50dbef12a"
 #define MESSAGE_ID_UNMERGED  "51afd983890a42cea6d171ad651bd37a"
+#define MESSAGE_ID_HELD_BACK "cc103ed6317642e082c5c2967f86e900"
 
 static inline void manager_freep(Manager **m) {
         manager_free(*m);

@@ -4,7 +4,9 @@
  * The leak check: N refreshes in one process (as tuckd makes them), flipping
  * the images between two sets before each, and the numbers that must not
  * grow: mounts in our namespace and in the staging namespace, loop devices
- * backed by the test's images, open fds of this process.
+ * backed by the test's images, tuck's dm-verity devices (none where the
+ * kernel has no device-mapper, as on the build machines), open fds of this
+ * process.
  *
  *   leak-check ROOT N LOOP_DIR SET_A... -- SET_B...
  *
@@ -26,9 +28,10 @@
 #include "status.h"
 #include "tuck.h"
 #include "util.h"
+#include "verity.h"
 
 typedef struct Counts {
-        int mounts, staging, loops, fds;
+        int mounts, staging, loops, dms, fds;
 } Counts;
 
 static int count_lines(const char *path) {
@@ -87,6 +90,7 @@ static Counts measure(TuckContext *c, const char *images) {
                 .mounts = count_lines("/proc/self/mountinfo"),
                 .staging = tuck_staging_mounts(c),
                 .loops = count_loops(images),
+                .dms = verity_count_devices(),
                 .fds = count_dir("/proc/self/fd"),
         };
 }
@@ -141,7 +145,8 @@ static int flip(char **set) {
 }
 
 static bool same(Counts a, Counts b) {
-        return a.mounts == b.mounts && a.staging == b.staging && a.loops == b.loops && a.fds == b.fds;
+        return a.mounts == b.mounts && a.staging == b.staging && a.loops == b.loops && a.dms == b.dms &&
+               a.fds == b.fds;
 }
 
 int main(int argc, char *argv[]) {
@@ -197,10 +202,10 @@ int main(int argc, char *argv[]) {
                         break;
                 usleep(100 * 1000);
         }
-        printf("# after refresh 1:    mounts %d, staging mounts %d, loop devices %d, open fds %d\n",
-               first.mounts, first.staging, first.loops, first.fds);
-        printf("# after refresh %d: mounts %d, staging mounts %d, loop devices %d, open fds %d\n",
-               n, last.mounts, last.staging, last.loops, last.fds);
+        printf("# after refresh 1:    mounts %d, staging mounts %d, loop devices %d, dm devices %d, open fds %d\n",
+               first.mounts, first.staging, first.loops, first.dms, first.fds);
+        printf("# after refresh %d: mounts %d, staging mounts %d, loop devices %d, dm devices %d, open fds %d\n",
+               n, last.mounts, last.staging, last.loops, last.dms, last.fds);
         printf("# %d refreshes in %.1f s (%.1f ms each)\n", n,
                (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
                ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / n);
@@ -211,6 +216,8 @@ int main(int argc, char *argv[]) {
         printf("%sok 3 - loop devices equal (%d, %d)\n", first.loops == last.loops ? "" : "not ",
                first.loops, last.loops);
         printf("%sok 4 - open fds equal (%d, %d)\n", first.fds == last.fds ? "" : "not ", first.fds, last.fds);
+        printf("%sok 5 - dm-verity devices equal (%d, %d)\n", first.dms == last.dms ? "" : "not ", first.dms,
+               last.dms);
         tuck_context_free(c);
         return same(first, last) ? 0 : 1;
 }

@@ -20,5 +20,5 @@ install_img "$DEMO_IMAGES/tuck-demo-conf-2.raw" tuck-demo-conf run/confexts
 tuck refresh >/dev/null
 expect_eq "/usr shows tuck-demo 2" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" demo-2
 expect_eq "/etc shows tuck-demo-conf 2" "$(probe_label "$ROOT/etc/tuck-probe/generation")" conf-2
-check "versions come from the release file" grep -q '"tuck-demo":"2"' <<<"$(tr -d ' \n' <"$ROOT/var/lib/tuck/versions.json")"
+check "versions come from the release file" grep -q '"tuck-demo":{"floor":"2"' <<<"$(tr -d ' \n' <"$ROOT/var/lib/tuck/versions.json")"
 tap_done

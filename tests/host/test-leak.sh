@@ -26,7 +26,7 @@ before=$(nsenter --mount --target "$SERVICE_PID" cat /proc/self/mountinfo | wc -
 cat "$ROOT/tmp/leak.tap"
 TAP_N=$(grep -c '^\(not \)\?ok' "$ROOT/tmp/leak.tap" || true)
 TAP_FAILED=$(grep -c '^not ok' "$ROOT/tmp/leak.tap" || true)
-((TAP_N == 4)) || not_ok "leak-check ran to the end"
+((TAP_N == 5)) || not_ok "leak-check ran to the end"
 after=$(nsenter --mount --target "$SERVICE_PID" cat /proc/self/mountinfo | wc -l)
 expect_eq "the service namespace's mounts after $N refreshes equal those before" "$after" "$before"
 expect_eq "the service sees the last generation" \

@@ -80,6 +80,11 @@ fi
 check "marker still v2 after the refused downgrade" test "$(marker)" = v2
 check "Refresh(allow-downgrade) -> changed" test "$(call Refresh t 2)" = "b true"
 check "marker v1 after allowed downgrade" test "$(marker)" = v1
+check "the decision is recorded with the bus call that made it" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["sysext"]["foo"]["decision"]
+assert d["kind"] == "downgrade-allowed" and d["version"] == "1" and d["previous_floor"] == "2", d
+assert d["via"].startswith("D-Bus Refresh (uid 0, pid "), d' "$ROOT/var/lib/tuck/versions.json"
 
 # ---- Status and List carry tuckctl's JSON
 call Status | sed 's/^s //' | python3 -c 'import json,sys; print(json.loads(json.loads(sys.stdin.read())) is not None)' \
@@ -201,7 +206,10 @@ diag "$(awk '/^MESSAGE=/ { m = substr($0, 9) } /^MESSAGE_ID=a5c9fd731e88490fbc12
 check "merged entries (4: two start-ups, tuckctl merge, the start-up after the direct unmerge)" test "$merged" -eq 4
 check "refreshed entries (3: v2, force, downgrade)" test "$refreshed" -eq 3
 check "unmerged entries (2 by tuckd; tuckctl's direct one is not tuckd's)" test "$unmerged" -eq 2
-check "refused entries (Merge when merged, downgrade, reload's downgrade, nobody's 3 calls)" test "$refused" -eq 6
+# The allowed downgrade is a recorded decision: the reload's refresh after it is not refused again.
+check "refused entries (Merge when merged, downgrade, nobody's 3 calls)" test "$refused" -eq 5
+check "the held-back downgrade has its own entry, naming both versions and the override" \
+        grep -q "^MESSAGE=$ROOT/usr: held back: foo: downgrade 2 → 1 not allowed.*--allow-downgrade=foo" "$JOURNAL"
 check "entries carry TUCK_HIERARCHY" grep -qx "TUCK_HIERARCHY=$ROOT/usr" "$JOURNAL"
 check "a readable MESSAGE" grep -q "^MESSAGE=$ROOT/usr: refreshed, generation 1 -> 2 (D-Bus Refresh)." "$JOURNAL"
 

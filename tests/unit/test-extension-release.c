@@ -108,7 +108,7 @@ static int load(const char *tree, ImageClass c, const char *name, char **ret_fil
         _cleanup_strv_free_ char **pairs = NULL;
         _cleanup_close_ int fd = open(tree, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
-        return extension_release_load(fd, c, name, &pairs, ret_file, ret_reason);
+        return extension_release_load(fd, c, NULL, name, &pairs, ret_file, ret_reason);
 }
 
 static void test_load(void) {
@@ -167,6 +167,31 @@ static void test_load(void) {
                "confext looks in etc/extension-release.d only");
         free(reason), reason = NULL;
 
+        {
+                /* A 300 KB line, as systemd-sysext 252 reads it; over the 1 MiB limit: refused. */
+                size_t big = 300 * 1024, huge = 1024 * 1024;
+                _cleanup_free_ char *text = malloc(huge + 64);
+
+                if (text) {
+                        memcpy(text, "ID=_any\nX=", 10);
+                        memset(text + 10, 'a', big);
+                        strcpy(text + 10 + big, "\n");
+                        write_file(dir, "extension-release.long", text);
+                        r = load(tree, IMAGE_SYSEXT, "long", &file, &reason);
+                        tap_ok(r == 0, "a release file with a 300 KB line is read (%s)", tap_str(reason));
+                        free(file), file = NULL;
+                        free(reason), reason = NULL;
+
+                        memset(text + 10, 'a', huge);
+                        strcpy(text + 10 + huge, "\n");
+                        write_file(dir, "extension-release.huge", text);
+                        r = load(tree, IMAGE_SYSEXT, "huge", &file, &reason);
+                        tap_ok(r == -EFBIG && reason && strstr(reason, "too large"),
+                               "a release file over 1 MiB is refused (%s)", tap_str(reason));
+                        free(reason), reason = NULL;
+                }
+        }
+
         write_file(dir, "extension-release.bad", "ID=\"unterminated\n");
         r = load(tree, IMAGE_SYSEXT, "bad", &file, &reason);
         tap_ok(r == -EBADMSG && reason && strstr(reason, "unterminated"), "malformed release file: -EBADMSG (%s)",
@@ -178,8 +203,12 @@ static void test_load(void) {
 
 static void test_names(void) {
         static const struct { const char *name; bool valid; } names[] = {
-                { "foo", true }, { "foo-bar_1.2", true }, { "", false }, { ".hidden", false },
-                { "a/b", false }, { "sp ace", false }, { "ü", false },
+                /* What systemd-sysext 252 merges (and refuses) as image names. */
+                { "foo", true }, { "foo-bar_1.2", true }, { "", false }, { ".hidden", true },
+                { "a/b", false }, { "sp ace", true }, { "ü", true }, { "x#y", true }, { ".#tmp", false },
+                { ".", false }, { "..", false }, { "tab\tx", false }, { "del\x7f", false },
+                { "bad\xff", false }, { "\xc0\xaf", false }, { "\xed\xa0\x80", false },
+                { "\xf0\x9f\x98\x80", true },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(names); i++)

@@ -36,7 +36,7 @@ int main(void) {
         ImageType type = IMAGE_TYPE_SQUASHFS;
         Image img = { .type = IMAGE_TYPE_SQUASHFS, .class = IMAGE_SYSEXT };
         int fd, mnt = -EBADF, r;
-        char *loop = NULL;
+        char *loop = NULL, *reason = NULL;
         FILE *f;
 
         signal(SIGALRM, on_alarm);
@@ -55,8 +55,9 @@ int main(void) {
         r = image_probe_type(fifo, &type, NULL);
         tap_ok(r == -EBADFD, "probing a FIFO fails at once: %s", strerror(-r));
         img.resolved = fifo;
-        r = image_mount_detached(&img, &mnt, &loop);
+        r = image_mount_detached(&img, &mnt, &loop, &reason);
         tap_ok(r == -EBADFD && mnt < 0 && !loop, "mounting a FIFO fails at once: %s", strerror(-r));
+        free(reason);
         alarm(0);
 
         fd = image_open_file(file);

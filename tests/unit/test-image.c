@@ -2,18 +2,23 @@
 
 /*
  * Image discovery with systemd-sysext's directory rules, validation of
- * directory images (no privileges needed), versions from file names,
- * tuck.conf.
+ * directory images (no privileges needed), the name an image proves,
+ * versions from file names, tuck.conf.
  */
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
+
+#include <sys/xattr.h>
 
 #include "config.h"
 #include "image.h"
+#include "layer.h"
+#include "trust.h"
 #include "tap.h"
 #include "util.h"
 
@@ -57,6 +62,7 @@ static void test_discover(void) {
         put("var/lib/extensions/foo/usr/lib/extension-release.d/extension-release.foo", "ID=_any\n");
         put("var/lib/extensions/notraw.img", "x");
         put("var/lib/extensions/.hidden.raw", "x");
+        put("var/lib/extensions/.#partial.raw", "x");
         put("var/lib/extensions/bar.raw", "not a file system");
 
         r = images_discover(root, IMAGE_SYSEXT, dirs, &l, &n);
@@ -72,7 +78,9 @@ static void test_discover(void) {
         tap_ok(i && i->state == IMAGE_SHADOWED, "a same-named image further down is shadowed");
         tap_ok(!find(l, n, "notraw.img", "/var/lib/extensions") && !find(l, n, "notraw", "/var/lib/extensions"),
                "files not ending in .raw are ignored");
-        tap_ok(!find(l, n, ".hidden", "/var/lib/extensions"), "hidden files are ignored");
+        i = find(l, n, ".hidden", "/var/lib/extensions");
+        tap_ok(i && i->state == IMAGE_CANDIDATE, "a hidden .raw is an image, as systemd-sysext 252 takes it");
+        tap_ok(!find(l, n, ".#partial", "/var/lib/extensions"), "a .#NAME.raw being written is not");
         i = find(l, n, "bar", "/var/lib/extensions");
         tap_ok(i && i->type == IMAGE_TYPE_UNSUPPORTED, "a .raw without a file system is unsupported (probed by magic)");
         images_free(l, n);
@@ -141,6 +149,168 @@ static void test_validate(void) {
                                  tap_str(h), tap_str(i.reason));
                 free(i.reason);
                 free(i.extension);
+                free(i.version);
+                strv_free(i.release);
+                strv_free(i.hierarchies);
+        }
+}
+
+/* What an image's layer would do to the host beneath (layer.c), on plain trees. */
+static void test_layers(void) {
+        static const struct {
+                const char *name;
+                const char *path;       /* checked */
+                LayerRule rule;
+                int want;               /* 1: leaves the host alone */
+                const char *reason;
+        } cases[] = {
+                { "plain", "usr/lib/os-release", LAYER_ABSENT, 1, NULL },
+                { "plain", "usr/lib/extension-release.d", LAYER_MERGED_DIR, 1, NULL },
+                { "absent", "usr/lib/os-release", LAYER_ABSENT, 1, NULL },
+                { "osrel", "usr/lib/os-release", LAYER_ABSENT, 0, "ships /usr/lib/os-release as a file" },
+                { "osrel-link", "usr/lib/os-release", LAYER_ABSENT, 0, "ships /usr/lib/os-release as a symlink" },
+                { "lib-link", "usr/lib/os-release", LAYER_ABSENT, 0,
+                  "ships /usr/lib as a symlink, which would hide the host's /usr/lib/os-release" },
+                { "lib-file", "usr/lib/extension-release.d", LAYER_MERGED_DIR, 0, "ships /usr/lib as a file" },
+                { "rel-link", "usr/lib/extension-release.d", LAYER_MERGED_DIR, 0,
+                  "ships /usr/lib/extension-release.d as a symlink" },
+                { "opaque", "usr/lib/os-release", LAYER_ABSENT, 0,
+                  "ships /usr/lib as an opaque directory (overlay.opaque=y)" },
+                { "opaque-x", "usr/lib/os-release", LAYER_ABSENT, 1, NULL },   /* "x": xattr whiteouts inside, not opaque */
+        };
+        _cleanup_free_ char *p = NULL;
+
+        put("layers/plain/usr/lib/extension-release.d/extension-release.plain", "ID=_any\n");
+        dir("layers/absent/usr");
+        put("layers/osrel/usr/lib/os-release", "ID=x\n");
+        dir("layers/osrel-link/usr/lib");
+        p = path_join(root, "layers/osrel-link/usr/lib/os-release");
+        (void) !symlink("/etc/os-release", p);
+        free(p);
+        dir("layers/lib-link/usr");
+        p = path_join(root, "layers/lib-link/usr/lib");
+        (void) !symlink("/usr/lib", p);
+        free(p);
+        put("layers/lib-file/usr/lib", "x");
+        dir("layers/rel-link/usr/lib");
+        p = path_join(root, "layers/rel-link/usr/lib/extension-release.d");
+        (void) !symlink("/usr/lib/extension-release.d", p);
+        free(p);
+        dir("layers/opaque/usr/lib");
+        dir("layers/opaque-x/usr/lib");
+        /* user.overlay.*: what an unprivileged test can set (trusted.* is root's: tests/host). */
+        p = path_join(root, "layers/opaque/usr/lib");
+        tap_ok(setxattr(p, "user.overlay.opaque", "y", 1, 0) == 0, "user.overlay.opaque set on %s", p);
+        free(p);
+        p = path_join(root, "layers/opaque-x/usr/lib");
+        tap_ok(setxattr(p, "user.overlay.opaque", "x", 1, 0) == 0, "user.overlay.opaque=x set");
+        free(p);
+        p = NULL;
+
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                _cleanup_free_ char *t = path_join(root, "layers", cases[k].name), *reason = NULL;
+                _cleanup_close_ int fd = open(t, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                int r = layer_check(fd, cases[k].path, cases[k].rule, &reason);
+
+                if (cases[k].want)
+                        tap_ok(r == 1, "layer %s, %s: leaves the host alone (%d, %s)", cases[k].name, cases[k].path,
+                               r, tap_str(reason));
+                else
+                        tap_ok(r == 0 && reason && strstr(reason, cases[k].reason), "layer %s, %s: refused (%s)",
+                               cases[k].name, cases[k].path, tap_str(reason));
+        }
+
+        /* A DDI's usr partition is the /usr layer itself: its root counts. */
+        {
+                _cleanup_free_ char *t = path_join(root, "layers/opaque/usr/lib"), *reason = NULL;
+                _cleanup_free_ char *u = path_join(root, "layers/plain/usr");
+                _cleanup_close_ int fd = open(t, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                _cleanup_close_ int fd2 = open(u, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+                tap_ok(layer_check_root(fd, "usr", "usr/lib/os-release", &reason) == 0 && reason &&
+                       strstr(reason, "ships /usr as an opaque directory"), "an opaque usr partition root is refused (%s)",
+                       tap_str(reason));
+                tap_ok(layer_check_root(fd2, "usr", "usr/lib/os-release", NULL) == 1, "a plain one is not");
+        }
+}
+
+/* The trust model's rule for one entry (trust.c), table-driven. */
+static void test_trust_rules(void) {
+        static const struct {
+                uid_t uid;
+                mode_t mode;
+                bool on_the_way;
+                const char *refusal;    /* NULL: fine */
+        } cases[] = {
+                { 0, S_IFDIR | 0755, true, NULL },
+                { 0, S_IFDIR | 0755, false, NULL },
+                { 0, S_IFDIR | 01777, true, NULL },             /* /tmp on the way */
+                { 0, S_IFDIR | 01777, false, "writable by others (mode 1777)" },   /* a search directory in it */
+                { 0, S_IFDIR | 0775, true, "writable by its group (mode 0775)" },
+                { 0, S_IFDIR | 0777, true, "writable by others (mode 0777)" },
+                { 1000, S_IFDIR | 0755, true, "owned by uid 1000, not root" },
+                { 0, S_IFREG | 0644, false, NULL },
+                { 0, S_IFREG | 0664, false, "writable by its group (mode 0664)" },
+                { 0, S_IFREG | 0666, false, "writable by others (mode 0666)" },
+                { 1000, S_IFREG | 0444, false, "owned by uid 1000, not root" },
+                { 0, S_IFLNK | 0777, true, NULL },              /* its directory and target count */
+        };
+
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                struct stat st = { .st_uid = cases[k].uid, .st_mode = cases[k].mode };
+                char buf[64];
+                const char *why = trust_refusal(&st, cases[k].on_the_way, buf);
+
+                tap_streq(why, cases[k].refusal, "uid %u mode %06o%s: %s", (unsigned) cases[k].uid,
+                          (unsigned) cases[k].mode, cases[k].on_the_way ? " on the way" : "",
+                          cases[k].refusal ?: "trusted");
+        }
+}
+
+/* Which name a relaxed release file makes an image (issue 9): only one its file name carries. */
+static void test_identity(void) {
+        static const struct {
+                const char *name, *release, *identity;
+                bool note;
+        } cases[] = {
+                { "foo", "foo", "foo", false },               /* strict: its own name */
+                { "aaa", "bar", "aaa", true },                /* relaxed, another name: never bar */
+                { "foo_1.2", "foo", "foo", false },           /* NAME_VERSION: foo */
+                { "docker-24.0.5-x86-64", "docker", "docker", false },   /* NAME-VERSION-ARCH */
+                { "bar-evil", "bar", "bar-evil", true },      /* no version after the name: its own */
+                { "barn_2", "bar", "barn_2", true },          /* "bar" is not "barn" */
+        };
+        HostRelease host = { .id = (char *) "debian", .version_id = (char *) "12", .architecture = "x86-64", .scope = "system" };
+        char *hier[] = { (char *) "/usr", NULL };
+
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                _cleanup_free_ char *base = NULL, *rel = NULL, *full = NULL, *file = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                Image i = { .class = IMAGE_SYSEXT, .name = (char *) cases[k].name, .type = IMAGE_TYPE_DIRECTORY };
+                int r;
+
+                base = strjoin("identity/", cases[k].name);
+                rel = strjoin(base, "/usr/lib/extension-release.d/extension-release.", cases[k].release);
+                put(rel, "ID=_any\nSYSEXT_VERSION_ID=999\n");
+                file = path_join(root, rel);
+                if (!streq(cases[k].name, cases[k].release) &&
+                    setxattr(file, "user.extension-release.strict", "false", 5, 0) < 0) {
+                        tap_ok(false, "identity %s: user xattrs unsupported on /tmp (errno %d)", cases[k].name, errno);
+                        continue;
+                }
+                full = path_join(root, base);
+                i.path = i.resolved = full;
+                fd = open(full, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                r = image_validate(&i, fd, &host, "/nonexistent-root", hier);
+                if (!tap_ok(r == 0 && i.valid && streq_ptr(i.extension, cases[k].identity) &&
+                            (i.identity_note != NULL) == cases[k].note,
+                            "identity: image '%s' with release file '%s' counts as '%s'", cases[k].name,
+                            cases[k].release, cases[k].identity))
+                        tap_diag("valid=%d extension=%s note=%s reason=%s", i.valid, tap_str(i.extension),
+                                 tap_str(i.identity_note), tap_str(i.reason));
+                free(i.reason);
+                free(i.extension);
+                free(i.identity_note);
                 free(i.version);
                 strv_free(i.release);
                 strv_free(i.hierarchies);
@@ -241,8 +411,11 @@ int main(void) {
                 return tap_done();
         test_discover();
         test_validate();
+        test_identity();
         test_version_from_file_name();
         test_config();
+        test_layers();
+        test_trust_rules();
         if (asprintf_safe(&cmd, "rm -rf '%s'", root) == 0)
                 (void) !system(cmd);
         return tap_done();

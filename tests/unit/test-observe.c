@@ -56,6 +56,16 @@ static const Case cases[] = {
           "20 10 0:50 / /usr ro,nodev shared:3 - overlay tuck-sysext ro,lowerdir=i/1/usr:b/usr\n"
           "26 20 0:70 / /usr rw shared:9 - tmpfs tmpfs rw\n",
           26, true, TOP_OTHER },
+        { "a bind of something else stacked on our overlay",
+          ROOT BASE
+          "20 10 0:50 / /usr ro,nodev shared:3 - overlay tuck-sysext ro,lowerdir=i/1/usr:b/usr\n"
+          "25 20 8:1 /tmp/foreign /usr rw shared:1 - ext4 /dev/sda1 rw\n",
+          25, true, TOP_OTHER },
+        { "a tmpfs stacked on our overlay, no record",
+          ROOT BASE
+          "20 10 0:50 / /usr ro,nodev shared:3 - overlay tuck-sysext ro,lowerdir=i/1/usr:b/usr\n"
+          "26 20 0:70 / /usr rw shared:9 - tmpfs tmpfs rw\n",
+          26, false, TOP_OTHER },
         { "a tmpfs on the base",
           ROOT BASE "26 10 0:70 / /usr rw shared:9 - tmpfs tmpfs rw\n",
           26, false, TOP_BASE },

@@ -3,6 +3,9 @@
 /*
  * Generation records: the history of overlays a namespace may still show
  * (newest first, capped, the oldest dropped), and the JSON round trip.
+ * State files of the wrong shape (versions.json, generation records): an
+ * error that says which member is wrong, never an abort, never a silently
+ * dropped floor.
  */
 
 #include <inttypes.h>
@@ -47,7 +50,9 @@ static void test_json_round_trip(void) {
         }, back = {};
         json_object *o = generation_to_json(&g);
 
-        tap_ok(o && generation_from_json(o, &back) == 0, "generation to JSON and back");
+        char *error = NULL;
+
+        tap_ok(o && generation_from_json(o, &back, &error) == 0, "generation to JSON and back");
         tap_ok(streq_ptr(back.hierarchy, "/usr") && back.number == 7 && back.overlay_dev == g.overlay_dev &&
                back.overlay_mnt_id == 123 && back.base_dev == g.base_dev && back.attr == 5,
                "the record survives");
@@ -55,6 +60,98 @@ static void test_json_round_trip(void) {
                back.history[0].dev == makedev(0, 47), "layers and history survive");
         json_object_put(o);
         generation_done(&back);
+        free(error);
+}
+
+typedef struct Bad {
+        const char *json;
+        const char *error;           /* a part of the message */
+} Bad;
+
+static void test_versions_bad(void) {
+        static const Bad bad[] = {
+                { "{\"sysext\":\"x\"}", "sysext: a string, expected an object" },
+                { "{\"sysext\":{\"foo\":2}}", "sysext.foo: a number, expected a version string" },
+                { "{\"sysext\":{\"foo\":[\"1\"]}}", "sysext.foo: an array" },
+                { "{\"format\":2,\"sysext\":{\"foo\":\"1.2\"}}", "sysext.foo: a string, expected an object" },
+                { "{\"format\":2,\"sysext\":{\"foo\":{\"floor\":5}}}", "sysext.foo.floor: a number, expected a string" },
+                { "{\"format\":2,\"sysext\":{\"foo\":{\"protected_in\":\"/usr\"}}}",
+                  "sysext.foo.protected_in: a string, expected an array" },
+                { "{\"format\":2,\"sysext\":{\"foo\":{\"protected_in\":[1]}}}", "sysext.foo.protected_in[0]: a number" },
+                { "{\"format\":2,\"sysext\":{\"foo\":{\"decision\":{\"kind\":\"maybe\"}}}}",
+                  "sysext.foo.decision.kind: 'maybe' is not one of" },
+                { "{\"format\":2,\"sysext\":{\"foo\":{\"decision\":{\"when_usec\":-1}}}}",
+                  "sysext.foo.decision.when_usec: negative" },
+                { "{\"format\":\"2\"}", "format: a string, expected a number" },
+                { "{\"format\":3}", "format: 3 is not a format this tuck knows" },
+                { "{\"sysext\":{\"../x\":\"1\"}}", "sysext: '../x' is not an extension name" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                json_object *o = json_tokener_parse(bad[i].json);
+                Versions v = {};
+                char *error = NULL;
+                int r = versions_from_json(o, &v, &error);
+
+                if (!tap_ok(r == -EBADMSG && error && strstr(error, bad[i].error), "versions.json %s: refused", bad[i].json))
+                        tap_diag("got %d '%s', want -EBADMSG '%s'", r, tap_str(error), bad[i].error);
+                versions_done(&v);
+                free(error);
+                json_object_put(o);
+        }
+}
+
+static void test_versions_round_trip(void) {
+        Versions v = {}, back = {};
+        json_object *o, *legacy = json_tokener_parse("{\"sysext\":{\"foo\":\"1.2\"},\"confext\":{}}");
+        char *error = NULL;
+
+        (void) versions_activate(&v, IMAGE_SYSEXT, "foo", "/usr", "2.0", 10, "tuckctl merge");
+        (void) versions_allow(&v, IMAGE_SYSEXT, "foo", "1.0", 20, "tuckctl refresh --allow-downgrade=foo");
+        (void) versions_activate(&v, IMAGE_CONFEXT, "cfg", "/etc", NULL, 10, "tuckctl merge");
+        o = versions_to_json(&v);
+        tap_ok(o && versions_from_json(o, &back, &error) == 0 && versions_equal(&v, &back),
+               "versions to JSON and back: floors, decisions, protection");
+        json_object_put(o);
+        versions_done(&back);
+        tap_ok(versions_from_json(legacy, &back, &error) == 0 && back.legacy &&
+               streq_ptr(versions_floor(&back, IMAGE_SYSEXT, "foo"), "1.2"),
+               "a format-1 file reads as floors (no decisions, no protection)");
+        versions_done(&back);
+        json_object_put(legacy);
+        versions_done(&v);
+        free(error);
+}
+
+static void test_generation_bad(void) {
+        static const Bad bad[] = {
+                { "{\"class\":\"sysext\"}", "hierarchy: missing" },
+                { "{\"hierarchy\":\"/usr\",\"class\":\"nope\"}", "class: missing, or not" },
+                { "{\"hierarchy\":\"/usr\",\"class\":\"sysext\",\"generation\":\"7\"}",
+                  "generation: a string, expected a number" },
+                { "{\"hierarchy\":\"/usr\",\"class\":\"sysext\",\"layers\":{}}", "layers: an object, expected an array" },
+                { "{\"hierarchy\":\"/usr\",\"class\":\"sysext\",\"layers\":[3]}", "layers[0]: a number" },
+                { "{\"hierarchy\":\"/usr\",\"class\":\"sysext\",\"layers\":[{\"name\":\"foo\"}]}",
+                  "layers[0].extension: missing" },
+                { "{\"hierarchy\":\"/usr\",\"class\":\"sysext\",\"overlay_dev\":\"zero\"}",
+                  "overlay_dev: 'zero' is not a device number" },
+                { "{\"hierarchy\":\"/usr\",\"class\":\"sysext\",\"merged\":1}", "merged: a number, expected a boolean" },
+                { "{\"hierarchy\":\"/usr\",\"class\":\"sysext\",\"held_back\":[{\"extension\":\"foo\"}]}",
+                  "held_back[0].reason: not known" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                json_object *o = json_tokener_parse(bad[i].json);
+                Generation g = {};
+                char *error = NULL;
+                int r = generation_from_json(o, &g, &error);
+
+                if (!tap_ok(r == -EBADMSG && error && strstr(error, bad[i].error), "generation %s: refused", bad[i].json))
+                        tap_diag("got %d '%s', want -EBADMSG '%s'", r, tap_str(error), bad[i].error);
+                generation_done(&g);
+                free(error);
+                json_object_put(o);
+        }
 }
 
 int main(void) {
@@ -65,5 +162,8 @@ int main(void) {
         test_history_after(true, GENERATION_HISTORY_MAX);
         test_history_after(false, GENERATION_HISTORY_MAX);
         test_json_round_trip();
+        test_versions_bad();
+        test_versions_round_trip();
+        test_generation_bad();
         return tap_done();
 }

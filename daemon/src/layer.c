@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "layer.h"
+#include "util.h"
+
+/* The overlayfs xattrs that change what a lower layer shows, in both namespaces. */
+static const char * const overlay_prefixes[] = { "trusted.overlay.", "user.overlay." };
+
+/* Has fd overlay xattr name ("opaque"), in either namespace? Its value (cut to 7 bytes) in value. */
+static bool overlay_xattr(int fd, const char *name, char value[static 8]) {
+        for (size_t i = 0; i < ELEMENTSOF(overlay_prefixes); i++) {
+                char key[64];
+                ssize_t n;
+
+                snprintf(key, sizeof(key), "%s%s", overlay_prefixes[i], name);
+                n = fgetxattr(fd, key, value, 7);
+                if (n >= 0 || errno == ERANGE) {
+                        value[n >= 0 ? n : 7] = 0;
+                        return true;
+                }
+        }
+        return false;
+}
+
+static const char *what_is(const struct stat *st) {
+        if (S_ISCHR(st->st_mode) && major(st->st_rdev) == 0 && minor(st->st_rdev) == 0)
+                return "a whiteout (character device 0/0)";
+        if (S_ISLNK(st->st_mode))
+                return "a symlink";
+        if (S_ISDIR(st->st_mode))
+                return "a directory";
+        if (S_ISREG(st->st_mode))
+                return "a file";
+        return "a special file";
+}
+
+/* A directory (entry, open at fd) that overlayfs would not merge as it is: opaque, redirected. */
+static int check_dir_xattrs(int fd, const char *entry, const char *protected, char **ret_reason) {
+        char value[8];
+
+        if (overlay_xattr(fd, "opaque", value) && streq(value, "y"))
+                return refuse_with(ret_reason, "ships /%s as an opaque directory (overlay.opaque=y), which would "
+                                   "hide the host's /%s", entry, protected);
+        if (overlay_xattr(fd, "redirect", value) || overlay_xattr(fd, "metacopy", value))
+                return refuse_with(ret_reason, "ships /%s with an overlay redirect or metacopy xattr, which would "
+                                   "make overlayfs show something else than the host's /%s", entry, protected);
+        return 1;
+}
+
+/*
+ * One entry on the way to the protected path: absent (1, *ret_fd -EBADF), a
+ * plain merged directory (1, *ret_fd open on it), or something that hides
+ * what is beneath (0). entry is its path in the image, name its last part.
+ */
+static int check_entry(int dir_fd, const char *name, const char *entry, const char *protected, LayerRule rule,
+                       int *ret_fd, char **ret_reason) {
+        _cleanup_close_ int fd = -EBADF;
+        char value[8];
+        struct stat st;
+        int r;
+
+        *ret_fd = -EBADF;
+        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 1 : -errno;
+
+        if (rule == LAYER_ABSENT || !S_ISDIR(st.st_mode)) {
+                const char *what = what_is(&st);
+
+                if (S_ISREG(st.st_mode) && (fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+                                                        O_CLOEXEC | O_NOCTTY)) >= 0 &&
+                    overlay_xattr(fd, "whiteout", value))
+                        what = "a whiteout (overlay.whiteout xattr)";
+                if (rule == LAYER_ABSENT)
+                        (void) asprintf_safe(ret_reason, "ships /%s as %s, which would replace or hide the host's",
+                                             entry, what);
+                else
+                        (void) asprintf_safe(ret_reason, "ships /%s as %s, which would hide the host's /%s", entry,
+                                             what, protected);
+                return 0;
+        }
+
+        fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = check_dir_xattrs(fd, entry, protected, ret_reason);
+        if (r > 0)
+                *ret_fd = TAKE_FD(fd);
+        return r;
+}
+
+int layer_check(int tree_fd, const char *path, LayerRule rule, char **ret_reason) {
+        _cleanup_free_ char *copy = strdup(path);
+        _cleanup_close_ int dir_fd = -EBADF;
+        int r;
+
+        if (!copy)
+                return -ENOMEM;
+        dir_fd = fcntl(tree_fd, F_DUPFD_CLOEXEC, 3);
+        if (dir_fd < 0)
+                return -errno;
+
+        /* Every directory on the way must merge; the last entry follows the rule. */
+        for (char *c = copy, *slash; c; c = slash) {
+                bool last;
+                int fd;
+
+                slash = strchr(c, '/');
+                last = !slash;
+                if (slash)
+                        *slash = 0;
+                /* copy is the path up to this entry while its '/' is cut. */
+                r = check_entry(dir_fd, c, copy, path, last ? rule : LAYER_MERGED_DIR, &fd, ret_reason);
+                if (slash)
+                        *slash++ = '/';
+                if (r <= 0)
+                        return r;
+                if (fd < 0)
+                        return 1;   /* absent: nothing below it either */
+                safe_close(dir_fd);
+                dir_fd = fd;
+        }
+        return 1;
+}
+
+int layer_check_root(int tree_fd, const char *as, const char *protected, char **ret_reason) {
+        _cleanup_close_ int fd = openat(tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return check_dir_xattrs(fd, as, protected, ret_reason);
+}

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "trust.h"
+#include "util.h"
+
+#define TRUST_MAX_SYMLINKS 40
+
+const char *trust_refusal(const struct stat *st, bool on_the_way, char buf[static 64]) {
+        if (st->st_uid != 0) {
+                snprintf(buf, 64, "owned by uid %u, not root", (unsigned) st->st_uid);
+                return buf;
+        }
+        if (S_ISLNK(st->st_mode))
+                return NULL;   /* a symlink's mode means nothing; its directory and target count */
+        /* Sticky: others may add entries but never rename or remove root's. */
+        if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(on_the_way && S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX))) {
+                snprintf(buf, 64, "writable by %s (mode %04o)",
+                         (st->st_mode & S_IWOTH) ? "others" : "its group", (unsigned) (st->st_mode & 07777));
+                return buf;
+        }
+        return NULL;
+}
+
+typedef struct Walk {
+        int fds[PATH_MAX / 2];   /* fds[0]: "/", fds[n - 1]: where we are */
+        size_t n;
+        char where[PATH_MAX];    /* the path of fds[n - 1], for reasons */
+        char via[PATH_MAX];      /* the last symlink followed, "" if none */
+} Walk;
+
+static void walk_done(Walk *w) {
+        for (size_t i = 0; i < w->n; i++)
+                safe_close(w->fds[i]);
+        w->n = 0;
+}
+
+static int refuse(Walk *w, const char *path, const char *why, char **ret_reason) {
+        if (w->via[0])
+                (void) asprintf_safe(ret_reason, "'%s' (reached through the symlink '%s') is %s; whoever can "
+                                     "write there could change what is mounted", path, w->via, why);
+        else
+                (void) asprintf_safe(ret_reason, "'%s' is %s; whoever can write there could change what is "
+                                     "mounted", path, why);
+        return 0;
+}
+
+static void walk_up(Walk *w, bool to_root) {
+        while (w->n > 1) {
+                char *slash = strrchr(w->where, '/');
+
+                safe_close(w->fds[--w->n]);
+                if (slash)
+                        *(slash == w->where ? slash + 1 : slash) = 0;
+                if (!to_root)
+                        break;
+        }
+}
+
+/* Enter directory entry c (checked as a directory on the way). */
+static int walk_down(Walk *w, int fd, const char *c) {
+        size_t l = strlen(w->where);
+
+        if (w->n >= ELEMENTSOF(w->fds) || l + strlen(c) + 2 > sizeof(w->where)) {
+                safe_close(fd);
+                return -ENAMETOOLONG;
+        }
+        snprintf(w->where + l, sizeof(w->where) - l, "%s%s", l > 1 ? "/" : "", c);
+        w->fds[w->n++] = fd;
+        return 0;
+}
+
+int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_reason) {
+        _cleanup_(walk_done) Walk w = { .where = "/" };
+        _cleanup_free_ char *todo = strdup(path);
+        unsigned links = 0;
+        const char *rest;
+        struct stat st;
+        char buf[64];
+        int fd, r;
+
+        if (!todo)
+                return -ENOMEM;
+        if (path[0] != '/')
+                return -EINVAL;
+        fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        w.fds[w.n++] = fd;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+
+        for (rest = todo; ; ) {
+                char c[NAME_MAX + 1], target[PATH_MAX], *next;
+                size_t n;
+                ssize_t k;
+
+                rest += strspn(rest, "/");
+                if (!*rest)
+                        break;
+                /* What we are in is a directory on the way: it must keep others out. */
+                if (trust_refusal(&st, true, buf))
+                        return refuse(&w, w.where, buf, ret_reason);
+
+                n = strcspn(rest, "/");
+                if (n > NAME_MAX)
+                        return -ENAMETOOLONG;
+                memcpy(c, rest, n);
+                c[n] = 0;
+                rest += n;
+                if (streq(c, "."))
+                        continue;
+                if (streq(c, "..")) {
+                        walk_up(&w, false);
+                        if (fstat(w.fds[w.n - 1], &st) < 0)
+                                return -errno;
+                        continue;
+                }
+
+                fd = openat(w.fds[w.n - 1], c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                if (fstat(fd, &st) < 0) {
+                        r = -errno;
+                        safe_close(fd);
+                        return r;
+                }
+                if (!S_ISLNK(st.st_mode)) {
+                        if (!S_ISDIR(st.st_mode) && *rest) {
+                                safe_close(fd);
+                                return -ENOTDIR;
+                        }
+                        r = walk_down(&w, fd, c);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+
+                /* A symlink: it lives in a directory checked above; now its target. */
+                k = readlinkat(fd, "", target, sizeof(target) - 1);
+                r = k < 0 ? -errno : 0;
+                safe_close(fd);
+                if (r < 0)
+                        return r;
+                if (++links > TRUST_MAX_SYMLINKS)
+                        return -ELOOP;
+                target[k] = 0;
+                snprintf(w.via, sizeof(w.via), "%s%s%s", w.where, streq(w.where, "/") ? "" : "/", c);
+                if (target[0] == '/')
+                        walk_up(&w, true);
+                if (fstat(w.fds[w.n - 1], &st) < 0)
+                        return -errno;
+                next = strjoin(target, rest);   /* rest is "" or starts with '/' */
+                if (!next)
+                        return -ENOMEM;
+                free(todo);
+                rest = todo = next;
+        }
+
+        /* The end of the walk: what kind says. */
+        if (kind == TRUST_FILE ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode))
+                return refuse(&w, w.where, kind == TRUST_FILE ? "not a regular file" : "not a directory",
+                              ret_reason);
+        if (trust_refusal(&st, false, buf))
+                return refuse(&w, w.where, buf, ret_reason);
+        if (ret_st)
+                *ret_st = st;
+        return 1;
+}
+
+static char *tree_refused;
+static size_t tree_root_len;
+
+static int tree_check_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        char buf[64];
+        const char *why = trust_refusal(st, false, buf);
+
+        /* Sticky directories inside an image (a /usr/tmp) are what the image means them to be. */
+        if (why && S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX) && st->st_uid == 0)
+                why = NULL;
+        if (!why)
+                return 0;
+        (void) asprintf_safe(&tree_refused, "'%s' in the directory image is %s; whoever can write it could "
+                             "change what is mounted", strlen(path) > tree_root_len ? path + tree_root_len : "/",
+                             why);
+        return 1;
+}
+
+int trust_check_tree(const char *path, char **ret_reason) {
+        int r;
+
+        tree_refused = NULL;
+        tree_root_len = strlen(path);
+        r = nftw(path, tree_check_one, 16, FTW_PHYS);
+        if (r < 0)
+                return -errno;
+        if (r == 0)
+                return 1;
+        if (ret_reason)
+                *ret_reason = tree_refused;
+        else
+                free(tree_refused);
+        tree_refused = NULL;
+        return 0;
+}

@@ -1,0 +1,169 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# The image corpus (tests/corpus/mkcorpus) on the build machine's kernel,
+# against Debian 12's systemd-sysext 252 as the oracle: each image alone,
+# in a fresh tree, merged by systemd-sysext and listed by tuck. Every image
+# systemd-sysext merges, tuck must use too, or refuse for one of the
+# stricter rules below, with its reason. This kernel has no device-mapper:
+# images with a root hash are verified in userspace, then refused (the vm
+# suite mounts them). Then tampering, ImagePolicy=signed, and a merge of
+# everything usable.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+: "${TUCK_CORPUS:?}"
+mount -t tmpfs tuck-test-run /run   # systemd-sysext wants /run a mount point of its own
+
+# What tuck says about each image here: "ok" (usable) or a regex its reason matches.
+declare -A want=(
+        [c-dir]=ok [c-squashfs]=ok [c-erofs]=ok [c-confext]=ok
+        [c-ddi-root]=ok [c-ddi-usr]=ok [c-ddi-generic]=ok [c-ddi-verity]=ok
+        [c-ddi-ext4]="holds file system 'ext4': tuck mounts squashfs and erofs only"
+        [c-ddi-verity-hash]="verified against its root hash, but this kernel has no device-mapper"
+        [c-ddi-signed]="verified against its root hash, but this kernel has no device-mapper"
+        [c-ddi-usr-signed]="verified against its root hash, but this kernel has no device-mapper"
+        [c-ddi-signed-hash]="verified against its root hash, but this kernel has no device-mapper"
+        [c-verity]="verified against its root hash, but this kernel has no device-mapper"
+        [c-signed]="verified against its root hash, but this kernel has no device-mapper"
+        [r-ddi-arm64]="built for another architecture: a root-arm64 partition, and none for this host's x86-64"
+        [r-ddi-two]="two candidates for root-x86-64 \(partitions 1 and 2\)"
+        [r-ddi-truncated]="a protective MBR, but no valid GPT behind it"
+        [r-ddi-garbage]="a protective MBR, but no valid GPT behind it"
+        [r-mbr]="a 'dos' partition table: tuck reads GPT disk images \(DDIs\) only"
+        [r-ddi-unknown]="signed by a certificate not in verity.d \(issuer /CN=some other key"
+        [r-ddi-disagree]="r-ddi-disagree.roothash' is not this image's"
+        [r-sig-unknown]="signed by a certificate not in verity.d"
+        [r-sig-impostor]="does not verify with the certificate it names.*made with another key, or corrupt"
+        [r-sig-corrupt]="made with another key, or corrupt"
+        [r-sig-other]="is over another root hash"
+        [r-no-tree]="a root hash .* but no hash tree"
+)
+# Where tuck is stricter than systemd-sysext 252 on purpose (each with its reason above): a
+# writable file system type, two candidates (252 picks one), an MBR table, another
+# architecture's partitions (252 mounts them), a root hash with no hash tree (252 ignores
+# the root hash and mounts it unverified).
+stricter="c-ddi-ext4 r-ddi-two r-mbr r-ddi-arm64 r-no-tree"
+
+# install NAME: the corpus image NAME (and its sidecars) into the tree's search directory.
+install_corpus() {
+        local dir=run/extensions f
+        [[ $1 == c-confext ]] && dir=run/confexts
+        mkdir -p "$ROOT/etc/verity.d" "$ROOT/$dir"
+        cp "$TUCK_CORPUS/keys/ca.crt" "$ROOT/etc/verity.d/tuck-test.crt"
+        if [[ -d $TUCK_CORPUS/$1 ]]; then
+                cp -a "$TUCK_CORPUS/$1" "$ROOT/$dir/"
+        fi
+        for f in "$TUCK_CORPUS/$1".*; do
+                [[ -e $f ]] && cp -a "$f" "$ROOT/$dir/"
+        done
+        return 0
+}
+
+# The image's line of `tuck list` and its detail line.
+entry() {
+        awk -v want="$1" '$2 == want && !found { found = 1; line = $0; next }
+                found == 1 { if ($1 == "not" || $1 == "dm-verity") line = line " " $0; found = 2 }
+                END { print line }' <<<"$LIST"
+}
+
+# systemd-sysext 252 with this image alone: "merged" if its release file shows up.
+oracle() {
+        local name=$1 hier=usr out
+        [[ $name == c-confext ]] && { echo "no confext in 252"; return; }
+        out=$(systemd-sysext --root="$ROOT" merge 2>&1) || true
+        if [[ -e $ROOT/$hier/lib/extension-release.d/extension-release.$name ]]; then
+                echo merged
+        else
+                echo "refused: $(tr '\n' ' ' <<<"$out" | cut -c1-160)"
+        fi
+        systemd-sysext --root="$ROOT" unmerge >/dev/null 2>&1 || true
+}
+
+table=()
+while IFS=$'\t' read -r name what; do
+        host_setup
+        install_corpus "$name"
+        sysext=$(oracle "$name")
+        LIST=$(tuck list 2>&1)
+        line=$(entry "$name")
+        if [[ $(awk '{ print $5 }' <<<"$line") == valid ]]; then tuck_says=ok; else tuck_says=${line#*not usable: }; fi
+        table+=("$(printf '%-18s | %-44s | %-10s | %s' "$name" "$what" "${sysext%%:*}" "$tuck_says")")
+        w=${want[$name]:-}
+        if [[ -z $w ]]; then
+                not_ok "$name: no expectation in this test (add it to want[])"
+        elif [[ $w == ok ]]; then
+                if [[ $tuck_says == ok ]]; then ok "$name ($what): usable"; else not_ok "$name: usable (tuck: $line)"; fi
+        elif [[ $tuck_says != ok ]] && grep -Eq -- "$w" <<<"$tuck_says"; then
+                ok "$name ($what): refused, saying why"
+        else
+                not_ok "$name: refused for /$w/ (tuck: $line)"
+        fi
+        # The oracle: what systemd-sysext merges, tuck uses, unless stricter on purpose (or no device-mapper here).
+        if [[ $sysext == merged && $tuck_says != ok && " $stricter " != *" $name "* &&
+              $tuck_says != *"no device-mapper"* ]]; then
+                not_ok "$name: systemd-sysext 252 merges it, tuck refuses it ($tuck_says)"
+        fi
+        host_teardown
+done <"$TUCK_CORPUS/MANIFEST"
+diag "image              | what                                         | sysext 252 | tuck (this kernel: no device-mapper)"
+for l in "${table[@]}"; do diag "$l"; done
+
+# --- tampering is found in userspace, before anything is mounted ---------------
+host_setup
+install_corpus c-verity
+# One byte of the file system flipped, past the superblock.
+python3 -c 'import sys; p = sys.argv[1]; d = bytearray(open(p, "rb").read()); d[2000] ^= 1; open(p, "wb").write(d)' \
+        "$ROOT/run/extensions/c-verity.raw"
+LIST=$(tuck list 2>&1)
+line=$(entry c-verity)
+diag "$line"
+# (A one-block image has no tree below the root hash: libcryptsetup names no position then.)
+check "a flipped byte is found: refused before anything is mounted" grep -Eq \
+        "does not match its root hash \((Verification failed at position [0-9]+|Verification of root hash failed).\): tampered or corrupt" \
+        <<<"$line"
+host_teardown
+
+# --- a sidecar others may write decides nothing ------------------------------------
+host_setup
+install_corpus c-verity
+chmod 0666 "$ROOT/run/extensions/c-verity.roothash"
+LIST=$(tuck list 2>&1)
+check "a root hash sidecar others may write: refused, naming it" \
+        grep -q "c-verity.roothash' is writable by others (mode 0666)" <<<"$(entry c-verity)"
+host_teardown
+
+# --- ImagePolicy=signed ------------------------------------------------------------
+host_setup
+for n in c-squashfs c-verity c-signed c-ddi-verity c-dir; do install_corpus "$n"; done
+mkdir -p "$ROOT/etc/tuck"
+printf '[Sysext]\nImagePolicy=signed\n' >"$ROOT/etc/tuck/tuck.conf"
+LIST=$(tuck --config="$ROOT/etc/tuck/tuck.conf" list 2>&1)
+diag "$LIST"
+check "ImagePolicy=signed: a plain squashfs is refused" \
+        grep -q "not protected by dm-verity, and ImagePolicy=signed asks for more" <<<"$(entry c-squashfs)"
+check "ImagePolicy=signed: an unsigned verity image is refused" \
+        grep -q "dm-verity, but its root hash is not signed, and ImagePolicy=signed asks for more" <<<"$(entry c-verity)"
+check "ImagePolicy=signed: a hash tree without a root hash does not count" \
+        grep -q "a hash tree but no root hash" <<<"$(entry c-ddi-verity)"
+check "ImagePolicy=signed: a directory is refused" grep -q "a directory cannot be verified" <<<"$(entry c-dir)"
+check "ImagePolicy=signed: the signed image passes the policy (and this kernel cannot mount it)" \
+        grep -q "no device-mapper" <<<"$(entry c-signed)"
+host_teardown
+
+# --- everything usable here merges, refreshes and unmerges ----------------------------
+host_setup
+for n in c-dir c-squashfs c-erofs c-confext c-ddi-root c-ddi-usr c-ddi-generic c-ddi-verity; do
+        install_corpus "$n"
+done
+out=$(tuck merge 2>&1) || true
+diag "$out"
+for n in c-dir c-squashfs c-erofs c-ddi-root c-ddi-usr c-ddi-generic c-ddi-verity; do
+        check "$n is in /usr" test -f "$ROOT/usr/lib/extension-release.d/extension-release.$n"
+done
+check "c-confext is in /etc" test -f "$ROOT/etc/extension-release.d/extension-release.c-confext"
+check "the usr partition's files are below /usr" test -f "$ROOT/usr/lib/tuck-probe/generation"
+out=$(tuck refresh 2>&1) && ok "refresh" || not_ok "refresh: $out"
+out=$(tuck unmerge 2>&1) && ok "unmerge" || not_ok "unmerge: $out"
+check "no loop device of theirs is left" test -z "$(losetup -a | grep -F "$ROOT" || true)"
+tap_done
