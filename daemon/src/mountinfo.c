@@ -62,7 +62,10 @@ struct libmnt_fs *mount_table_find_top(struct libmnt_table *tb, const char *targ
                         top = fs;
                         break;
                 }
-        while (top) {
+        /* No stack is taller than the table: parents that loop end the walk instead of
+         * hanging it. The kernel writes no such table, but a table is no snapshot (read
+         * while mounts come and go, with IDs handed out again), and a fixture says anything. */
+        for (int left = mnt_table_get_nents(tb); top && left > 0; left--) {
                 struct libmnt_fs *above = NULL;
 
                 mnt_reset_iter(it, MNT_ITER_FORWARD);
@@ -163,8 +166,7 @@ int mount_table_submounts(struct libmnt_table *tb, int top_id, const char *targe
                 rel = streq(target, "/") ? t + 1 : startswith(t, target);
                 if (!rel || (*rel != '/' && !streq(target, "/")))
                         continue;   /* stacked on top of the hierarchy itself, not below it */
-                if (*rel == '/')
-                        rel++;
+                rel += strspn(rel, "/");   /* relative: "/usr//lib" is "lib", never "/lib" */
                 if (*rel == 0)
                         continue;
                 /* One entry per mount point: a stack there comes along in the recursive clone. */

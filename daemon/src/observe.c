@@ -19,6 +19,7 @@ bool mount_is_overlay_of(struct libmnt_fs *fs, const char *source) {
 TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, const TuckHierarchy *h,
                      const Generation *g, dev_t dev, uint64_t id) {
         const char *fstype = mnt_fs_get_fstype(top), *source = mnt_fs_get_source(top);
+        int left = mnt_table_get_nents(tb);
 
         if (g && g->merged && g->overlay_dev == dev && g->overlay_mnt_id == id)
                 return TOP_OURS;
@@ -28,7 +29,6 @@ TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, const TuckH
          * next mount made (lowest free first), which is not ours to guard; and a mount stacked
          * on ours may carry it. At most one step per table entry: parents that loop end the
          * walk instead of hanging it. */
-        int left = mnt_table_get_nents(tb);
         for (struct libmnt_fs *fs = mount_table_find_id(tb, mnt_fs_get_parent_id(top)); fs && left-- > 0;
              fs = mount_table_find_id(tb, mnt_fs_get_parent_id(fs))) {
                 if (!streq_ptr(mnt_fs_get_target(fs), h->full))

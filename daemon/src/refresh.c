@@ -220,7 +220,8 @@ static int run_discover(Run *run) {
                         return -ENOMEM;
                 }
                 run->images = a;
-                memcpy(run->images + run->n_images, found, sizeof(Image *) * n);
+                if (n > 0)   /* found is NULL when nothing was found: memcpy(_, NULL, 0) is undefined */
+                        memcpy(run->images + run->n_images, found, sizeof(Image *) * n);
                 run->n_images += n;
                 free(found);
         }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -446,12 +447,47 @@ static int write_all(int fd, const char *p, size_t n) {
         return 0;
 }
 
+/*
+ * The temporaries of path that writers killed before their rename() left
+ * behind (PATH.tmp.PID, whose PID is gone): removed, or every crash at that
+ * moment would leave one more for good.
+ */
+static void remove_dead_temporaries(const char *path) {
+        _cleanup_free_ char *dir = strdup(path), *prefix = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
+        char *slash;
+
+        if (!dir || !(slash = strrchr(dir, '/')))
+                return;
+        *slash = 0;
+        if (asprintf_safe(&prefix, "%s.tmp.", slash + 1) < 0)
+                return;
+        d = opendir(*dir ? dir : "/");
+        if (!d)
+                return;
+        for (struct dirent *de; (de = readdir_no_dot(d)); ) {
+                const char *pid = startswith(de->d_name, prefix);
+                char *end;
+                long v;
+
+                if (!pid || !*pid)
+                        continue;
+                errno = 0;
+                v = strtol(pid, &end, 10);
+                if (errno != 0 || *end != 0 || v <= 0 || v > INT32_MAX || v == getpid())
+                        continue;
+                if (kill((pid_t) v, 0) < 0 && errno == ESRCH)
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+        }
+}
+
 int write_file_atomic(const char *path, const char *contents, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
         /* A temporary of our own: two writers of one file never write into each other's. */
+        remove_dead_temporaries(path);
         if (asprintf_safe(&tmp, "%s.tmp.%d", path, (int) getpid()) < 0)
                 return -ENOMEM;
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
@@ -549,7 +585,7 @@ static int fd_type(int fd, mode_t *ret) {
  * the same way (an absolute one from root_fd again); ".." goes back one
  * directory on our own stack, never above root_fd.
  */
-static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
+int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
         _cleanup_(dir_stack_done) DirStack s = {};
         _cleanup_free_ char *todo = strdup(path);
         unsigned links = 0;
@@ -560,6 +596,9 @@ static int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
 
         if (!todo)
                 return -ENOMEM;
+        /* As the kernel: "" names nothing (no AT_EMPTY_PATH here), it is not the root. */
+        if (isempty(path))
+                return -ENOENT;
         fd = RET_NERRNO(openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
         if (fd < 0)
                 return fd;

@@ -108,6 +108,9 @@ int mkdir_p(const char *path, mode_t mode);
  * refused (seccomp, e.g. systemd's RestrictSUIDSGID=) or missing.
  */
 int openat_in_root(int root_fd, const char *path, int flags);
+/* The walk by hand alone (flags: O_PATH, O_DIRECTORY, O_RDONLY): tests and
+ * tests/fuzz/fuzz-in-root.c hold it against openat2() itself. */
+int openat_in_root_by_hand(int root_fd, const char *path, int flags);
 /*
  * openat_in_root() from the kernel's caches only (openat2 RESOLVE_CACHED): a
  * lookup that would have to ask a file system (a dentry not cached, FUSE or

@@ -145,6 +145,46 @@ int set_propagation(const char *path, unsigned long type) {
         return 0;
 }
 
+int set_propagation_fd(int fd, unsigned long type) {
+        struct mount_attr attr = { .propagation = type };
+
+        if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+                return -errno;
+        return 0;
+}
+
+int bind_mount(const char *from, const char *to) {
+        if (mount(from, to, NULL, MS_BIND, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+int set_group(const char *from, const char *to) {
+        return move_mount_raw(AT_FDCWD, from, AT_FDCWD, to, MOVE_MOUNT_SET_GROUP);
+}
+
+int open_path(const char *path) {
+        int fd = open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+
+        return fd < 0 ? -errno : fd;
+}
+
+int enter_mount_ns_of(pid_t pid) {
+        _cleanup_close_ int fd = -EBADF;
+        char path[64];
+
+        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (setns(fd, CLONE_NEWNS) < 0)
+                return -errno;
+        /* setns() leaves cwd in the old namespace; start at the new root. */
+        if (chdir("/") < 0)
+                return -errno;
+        return 0;
+}
+
 int enter_private_mount_ns(void) {
         if (unshare(CLONE_NEWNS) < 0)
                 return -errno;
@@ -378,6 +418,48 @@ int mountinfo_tag(const char *mountinfo, int id, const char *tag) {
 
         mountinfo_foreach(mountinfo, find_tag, &q);
         return q.value;
+}
+
+struct shadow_query {
+        const char *mountinfo;
+        FILE *log;
+        int shadowed;
+};
+
+struct same_place_query {
+        int id, parent;
+        const char *mountpoint;
+        bool found;
+};
+
+static int find_same_place(int id, int parent, const char *mountpoint, const char *line, void *userdata) {
+        struct same_place_query *q = userdata;
+
+        if (id == q->id || parent != q->parent || !streq(mountpoint, q->mountpoint))
+                return 0;
+        q->found = true;
+        return 1;
+}
+
+static int check_shadow(int id, int parent, const char *mountpoint, const char *line, void *userdata) {
+        struct shadow_query *q = userdata;
+        struct same_place_query same = { .id = id, .parent = parent, .mountpoint = mountpoint };
+
+        mountinfo_foreach(q->mountinfo, find_same_place, &same);
+        if (!same.found)
+                return 0;
+        q->shadowed++;
+        if (q->log)
+                fprintf(q->log, "# mount %d shares parent %d and mount point %s with another mount\n",
+                        id, parent, mountpoint);
+        return 0;
+}
+
+int mountinfo_shadowed(const char *mountinfo, FILE *log) {
+        struct shadow_query q = { .mountinfo = mountinfo, .log = log };
+
+        mountinfo_foreach(mountinfo, check_shadow, &q);
+        return q.shadowed;
 }
 
 struct orphan_query {

@@ -61,6 +61,21 @@ int move_mount_raw(int from_fd, const char *from, int to_fd, const char *to, uns
 /* Set propagation (MS_SHARED, MS_SLAVE, MS_PRIVATE, MS_UNBINDABLE) of one mount. */
 int set_propagation(const char *path, unsigned long type);
 
+/* The same for the (possibly detached) mount @fd refers to, by mount_setattr(). */
+int set_propagation_fd(int fd, unsigned long type);
+
+/* mount --bind @from @to (not recursive). */
+int bind_mount(const char *from, const char *to);
+
+/* Put @to into the peer group (and under the master) of @from: MOVE_MOUNT_SET_GROUP. */
+int set_group(const char *from, const char *to);
+
+/* An O_PATH | O_CLOEXEC fd on @path (a directory or not), or -errno. */
+int open_path(const char *path);
+
+/* Enter the mount namespace of @pid (setns), or -errno. */
+int enter_mount_ns_of(pid_t pid);
+
 /*
  * Enter a new mount namespace in which nothing propagates back to the one
  * we came from (everything private), so a test cannot touch the machine.
@@ -105,6 +120,13 @@ unsigned mountinfo_count_at(const char *mountinfo, const char *path);
 
 /* The value N of mount @id's optional field @tag ("shared:", "master:"), or -ENOENT. */
 int mountinfo_tag(const char *mountinfo, int id, const char *tag);
+
+/*
+ * Mounts that share a parent and a mount point with another one (shadow
+ * mounts, which the overmounted-source rule exists to prevent), logged to
+ * @log: how many.
+ */
+int mountinfo_shadowed(const char *mountinfo, FILE *log);
 
 /*
  * Consistency of a mount table: every mount's parent is in the table, except

@@ -1,137 +1,443 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# tuckd killed with SIGKILL at random points of a refresh, then restarted,
-# many times: the hierarchy always shows the old or the new generation, never
-# the base and never a missing file (checked after every kill, and by readers
-# in the host and in a service namespace reading all the time), and tuckd
-# recovers by itself: it becomes ready, shows the images present, and the
-# mount stack, loop devices and staging do not grow.
+# The crash campaign: tuckd SIGKILLed, with everything it forked (as
+# systemd's KillMode=control-group kills a service), at random points of
+# merge, refresh (with the heals it does in namespaces that stayed behind),
+# unmerge and its own start-up recovery, the moment a heal is seen inside
+# a namespace, and by seccomp at the moment it writes a state file
+# (tuck-fault --kill: fsync() of the temporary, or the rename() that would
+# replace the file). Then restarted, many times.
 #
-# TUCKD_CRASH_RUNS (default 60) and TUCKD_CRASH_SEED (default: random) steer
-# it; the seed is printed so a failure can be replayed.
+# After every kill:
+#   - the hierarchy shows the old or the new generation, never a missing
+#     file (and the base only when that is the old or the new one: before a
+#     merge, after an unmerge);
+#   - every state file loads with libtuck's own loaders, and the generation
+#     record holds the old layers or the new ones (crash-state);
+# after every restart:
+#   - tuckd is ready, and what is on disk is merged, in the host and in every
+#     namespace (the stale ones healed);
+#   - no namespace is left half-healed: its own mounts below the hierarchy
+#     (a tmpfs at usr/lib/tuck-child in the namespace "full") are all there;
+#   - the mount stack at /usr, loop devices, dm devices and the staging
+#     namespace's image mounts do not grow, and staging.json records every
+#     image mount there.
+# Readers in the host, a service and the namespaces healed each time read
+# the probe file all along (through every kind but merge and unmerge, which
+# show the base by design): never the base, never a missing file.
+#
+# Before each kill the process group is stopped (SIGSTOP) and looked at, so
+# the kill's moment is known exactly: how many kills found a heal inside
+# another namespace, or tuckd between writing a state file and renaming it.
+#
+# TUCKD_CRASH_RUNS (default 300) and TUCKD_CRASH_SEED (default: random) steer
+# it; the seed is printed so a failure can be replayed. Rollback (issue 9)
+# joins as one more kind: add its name to KINDS and a kind_rollback function
+# that starts it (see kind_unmerge).
 
 . "$(dirname "$0")"/tuckd-lib.sh
 tuck_enter_ns "$@"
 tuck_setup_root
 
-RUNS=${TUCKD_CRASH_RUNS:-60}
+CRASH_STATE=$TUCK_BUILD/tests/host/crash-state
+RUNS=${TUCKD_CRASH_RUNS:-300}
 SEED=${TUCKD_CRASH_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
 RANDOM=$SEED
-diag "seed $SEED, $RUNS runs (replay: TUCKD_CRASH_SEED=$SEED TUCKD_CRASH_RUNS=$RUNS)"
+diag "seed $SEED, $RUNS kills (replay: TUCKD_CRASH_SEED=$SEED TUCKD_CRASH_RUNS=$RUNS)"
+
+# Kinds of kill, by weight: refresh (and its heals) most. The window probes
+# read through the first set; merge and unmerge show the base by design, so
+# they come last, a fifth of the kills, with the probes stopped.
+KINDS=(refresh refresh refresh heal startup write)
+KINDS_BASE=(merge unmerge)
+RUNS_BASE=$((RUNS / 5))
 
 EXT=$ROOT/var/lib/extensions
-# Alternate two image sets; downgrades allowed so A and B can take turns.
-printf '[Policy]\nAllowDowngrade=yes\n[Daemon]\nWatch=no\n' >"$CONF"
+H=$ROOT/usr
+printf '[Policy]\nAllowDowngrade=yes\n[Daemon]\nWatch=no\nStalePolicy=heal\n' >"$CONF"
 for v in 1 2; do
         make_raw "$W/a$v.raw" a "$v" "gen-a$v"
         make_raw "$W/b$v.raw" b "$v" "gen-b$v"
 done
 cp "$W"/a1.raw "$EXT"/a.raw
 cp "$W"/b1.raw "$EXT"/b.raw
+on_disk=(a1 b1)
+# The mount point of the healed namespace's own mount below /usr.
+mkdir -p "$H"/lib/tuck-child
 
-start_journal
-start_bus
-start_tuckd
-check "first generation merged at start" test "$(marker)" = gen-b1
+# ---------------------------------------------------------------- tuckd
+# One notify sink for the whole campaign: a restart waits for one more READY=1.
+NOTIFY=$LOGS/notify
+NOTIFY_SOCK=$W/notify.sock
+: >"$NOTIFY"
+python3 "$DGRAM_SINK" "$NOTIFY_SOCK" "$NOTIFY" >/dev/null &
+pids+=($!)
+for ((i = 0; i < 100; i++)); do
+        [[ -S $NOTIFY_SOCK ]] && break
+        sleep 0.05
+done
 
-spawn_ns service "true"
-# Window probes: the host's view and a service's, all the time.
-P=$ROOT/$PROBE_REL
-start_probe host $$ "$P"
-start_probe service "$NS_PID_service" "$P"
-
-mounts_at_usr() {
-        awk -v m="$ROOT/usr" '$5 == m' /proc/self/mountinfo | wc -l
+ready_count() {
+        grep -c '^READY=1$' "$NOTIFY" || true
 }
 
+# Without a fork per call (300 kills make every fork count): a sleep that is
+# a read timing out on a pipe nobody writes, and files read by bash itself.
+exec {sleep_fd}<> <(:)
+sleep_ms() {
+        local s
+        printf -v s '%d.%03d' $(($1 / 1000)) $(($1 % 1000))
+        read -r -t "$s" -u "$sleep_fd" || true
+}
+read_label() {   # read_label FILE: "generation=LABEL" -> LABEL, else "missing"
+        local l=
+        { read -r l <"$1"; } 2>/dev/null || true
+        [[ $l == generation=?* ]] && echo "${l#generation=}" || echo missing
+}
+
+# launch [WRAP...]: tuckd in a process group of its own (its pid is the
+# group's id; the same session, where the scan finds the test's container),
+# not waiting for it.
+launch() {
+        NOTIFY_SOCKET=$NOTIFY_SOCK perl -e 'setpgrp(0, 0); exec @ARGV or die "exec: $!"' -- \
+                "$@" "$TUCKD" --root="$ROOT" --config="$CONF" >>"$LOGS"/tuckd.log 2>&1 &
+        TUCKD_PID=$!
+        pids+=($TUCKD_PID)
+}
+
+# await_ready N: until READY=1 number N, or tuckd dies.
+await_ready() {
+        local i
+        for ((i = 0; i < 2000; i++)); do
+                (($(ready_count) >= $1)) && return 0
+                kill -0 "$TUCKD_PID" 2>/dev/null || return 1
+                sleep_ms 10
+        done
+        return 1
+}
+
+restart() {
+        local n=$(($(ready_count) + 1))
+        launch
+        await_ready "$n"
+}
+
+# The moment of each kill, seen with the group stopped.
+inside_heal=0 inside_write=0 inside_staging=0
+
+# group_members: the processes of process group PGID in MEMBERS (field 5 of
+# /proc/PID/stat), without a fork: the heal kind polls it.
+group_members() {
+        local f line rest
+        MEMBERS=()
+        for f in /proc/[0-9]*/stat; do
+                { read -r line <"$f"; } 2>/dev/null || continue
+                rest=${line##*) }
+                set -- $rest
+                if [[ ${3:-} == "$PGID" ]]; then
+                        f=${f#/proc/}
+                        MEMBERS+=("${f%/stat}")
+                fi
+        done
+}
+
+# kill_group: stop tuckd and everything it forked, look, kill them all.
+kill_group() {
+        local p n temps=()
+        PGID=$TUCKD_PID
+        # The process too: killed right after launch, perl may not have made the group yet.
+        kill -STOP "$TUCKD_PID" 2>/dev/null || true
+        kill -STOP -- -"$PGID" 2>/dev/null || true
+        group_members
+        for p in "${MEMBERS[@]}"; do
+                for n in service full container; do
+                        pid=NS_PID_$n
+                        if [[ /proc/$p/ns/mnt -ef /proc/${!pid}/ns/mnt ]]; then
+                                inside_heal=$((inside_heal + 1))
+                                kill_where+=" heal-in-$n"
+                        fi
+                done
+                if [[ /proc/$p/ns/mnt -ef $ROOT/run/tuck/staging.mnt ]]; then
+                        inside_staging=$((inside_staging + 1))
+                        kill_where+=" staging"
+                fi
+        done
+        temps=("$ROOT"/run/tuck/*.tmp.* "$ROOT"/run/tuck/*/*.tmp.* "$ROOT"/var/lib/tuck/*.tmp.*)
+        if ((${#temps[@]} > temps_seen)); then
+                inside_write=$((inside_write + 1))
+                kill_where+=" state-write"
+        fi
+        kill -KILL -- -"$PGID" 2>/dev/null || true
+        kill -KILL "$TUCKD_PID" 2>/dev/null || true
+        wait "$TUCKD_PID" 2>/dev/null || true
+        # What the group forked is gone too (children of a killed process are
+        # reparented to us, the namespace's init, and reaped here).
+        for ((p = 0; p < 200; p++)); do
+                kill -0 -- -"$PGID" 2>/dev/null || break
+                sleep_ms 5
+        done
+}
+
+# ---------------------------------------------------------------- what is seen
+marker_of() {   # marker_of a1 b2 -> gen-b2 (b is the top layer); no layers: base
+        if (($# == 0)); then echo base; else echo "gen-${!#}"; fi
+}
+layers_of() {   # layers_of a1 b2 -> a:1,b:2
+        local out= l
+        for l in "$@"; do out+="${out:+,}${l:0:1}:${l:1}"; done
+        echo "$out"
+}
+state_line() {
+        "$CRASH_STATE" "$ROOT" /usr
+}
+field() {       # field NAME LINE
+        [[ " $2 " =~ \ $1=([^ ]*)\  ]] && echo "${BASH_REMATCH[1]}"
+}
+
+mounts_at_usr() {
+        awk -v m="$H" '$5 == m' /proc/self/mountinfo | wc -l
+}
 loops() {
         losetup -l -n -O NAME,BACK-FILE 2>/dev/null | grep -c "$W" || true
 }
-mounts0=$(mounts_at_usr)
-loops0=$(loops)
-seen_depth=$mounts0
+dm_devices() {
+        find /sys/block -maxdepth 1 -name 'dm-*' 2>/dev/null | wc -l
+}
+staging_mounts() {   # image mounts in the staging namespace
+        field mounted "$(state_line)"
+}
+# A namespace's view, through its process's root (/proc/PID/root walks that
+# namespace's mounts), as the scan reads it.
+child_present() {    # the healed namespace's own mount below /usr
+        [[ -f /proc/$NS_PID_full/root$H/lib/tuck-child/here ]]
+}
 
-declare -A outcome
-bad=0
-unrecovered=0
-set_v=1
+# ---------------------------------------------------------------- the host
+start_journal
+start_bus
+launch
+await_ready 1
+shopt -s nullglob
+P=$ROOT/$PROBE_REL
+check "first generation merged at start" test "$(read_label "$P")" = gen-b1
+
+spawn_ns service "true"
+# Stays behind at every refresh (its own read-only bind of /usr), with a
+# mount of its own below it: every refresh heals it, carrying that mount.
+spawn_ns full "mount --bind $H $H && mount -o remount,bind,ro,nodev $H \
+        && mount -t tmpfs child $H/lib/tuck-child && touch $H/lib/tuck-child/here"
+spawn_container container "$H" "$W"/ctr
+for n in service full container; do
+        pid=NS_PID_$n
+        ns_name[$(stat -L -c %i /proc/"${!pid}"/ns/mnt)]=$n
+done
+start_probe host $$ "$P"
+start_probe service "$NS_PID_service" "$P"
+start_probe full "$NS_PID_full" "$P"
+start_probe container "$NS_PID_container" /usr/lib/tuck-probe/generation
+
+# One refresh heals the namespaces left behind before the campaign.
+call Refresh t 1 >/dev/null
+mounts0=$(mounts_at_usr) loops0=$(loops) dm0=$(dm_devices) staged0=$(staging_mounts)
+temps_seen=0
+diag "before: $mounts0 mounts at /usr, $loops0 loop devices, $dm0 dm devices, $staged0 staged images"
+
+# ---------------------------------------------------------------- kinds
+# Each starts what is to be killed and sets before/after (the on-disk image
+# sets the hierarchy may show after the kill), then returns; the kill follows.
+
+# drop_next: the other version of b, and now and then of a, on disk.
+drop_next() {
+        local l v out=()
+        for l in "${on_disk[@]}"; do
+                v=${l:1}
+                if [[ $l == b* ]] || ((RANDOM % 3 == 0)); then
+                        v=$((3 - v))
+                        cp "$W/${l:0:1}$v.raw" "$EXT/.${l:0:1}.raw.tmp"
+                        mv "$EXT/.${l:0:1}.raw.tmp" "$EXT/${l:0:1}.raw"
+                fi
+                out+=("${l:0:1}$v")
+        done
+        on_disk=("${out[@]}")
+}
+
+async_call() {
+        bctl call --timeout=30 org.tuck1 /org/tuck1 org.tuck1.Manager "$@" >/dev/null 2>&1 &
+        caller=$!
+}
+
+kind_refresh() {
+        before=("${on_disk[@]}")
+        drop_next
+        after=("${on_disk[@]}")
+        async_call Refresh t 0
+        sleep_ms $((RANDOM % 250))
+}
+
+# A refresh killed the moment one of its heals is seen inside a namespace
+# left behind (its forked child setns()ed there), or after 2 s.
+kind_heal() {
+        local i p n pid
+        before=("${on_disk[@]}")
+        drop_next
+        after=("${on_disk[@]}")
+        async_call Refresh t 0
+        PGID=$TUCKD_PID
+        for ((i = 0; i < 20000; i++)); do
+                group_members
+                for p in "${MEMBERS[@]}"; do
+                        for n in full container; do
+                                pid=NS_PID_$n
+                                [[ /proc/$p/ns/mnt -ef /proc/${!pid}/ns/mnt ]] && return 0
+                        done
+                done
+                kill -0 "$caller" 2>/dev/null || return 0   # done: killed after the refresh
+        done
+}
+
+kind_merge() {
+        call Unmerge t 0 >/dev/null
+        before=()
+        drop_next
+        after=("${on_disk[@]}")
+        async_call Merge t 0
+        sleep_ms $((RANDOM % 200))
+}
+
+kind_unmerge() {
+        before=("${on_disk[@]}")
+        after=()
+        async_call Unmerge t 0
+        sleep_ms $((RANDOM % 150))
+}
+
+# Killed while idle, then again during the start-up recovery of new images.
+kind_startup() {
+        kill_group
+        before=("${on_disk[@]}")
+        drop_next
+        after=("${on_disk[@]}")
+        launch
+        sleep_ms $((RANDOM % 300))
+}
+
+# Killed by seccomp as it writes a state file: at fsync() of the temporary,
+# or at the rename() over the file.
+kind_write() {
+        local sys n
+        sys=$( ((RANDOM % 2)) && echo fsync || echo rename)
+        kill_where+=" kill-at-$sys"
+        kill_group
+        n=$(($(ready_count) + 1))
+        launch "$TUCK_FAULT" --kill="$sys" --
+        # Start-up writes only what it repairs; then the refresh writes.
+        await_ready "$n" || kill_where+=" during-start-up"
+        before=("${on_disk[@]}")
+        drop_next
+        after=("${on_disk[@]}")
+        async_call Refresh t 0
+        wait "$caller" 2>/dev/null || true
+        caller=
+}
+
+# ---------------------------------------------------------------- the campaign
+declare -A kinds=() where=()
+bad=0 bad_state=0 unrecovered=0 half_healed=0 not_ready=0
 for ((run = 1; run <= RUNS; run++)); do
-        old=$(marker)
-        # Next image set: swap one image (write, then rename).
-        set_v=$((3 - set_v))
-        # b is the top layer (what the probe file shows); a changes now and then.
-        for which in b $( ((RANDOM % 3 == 0)) && echo a); do
-                cp "$W/$which$set_v.raw" "$EXT/.$which.raw.tmp"
-                mv "$EXT/.$which.raw.tmp" "$EXT/$which.raw"
+        if ((run == RUNS - RUNS_BASE + 1)); then
+                stop_probes
+                diag "the last $RUNS_BASE kills: merge and unmerge, the window probes stopped"
+        fi
+        if ((run <= RUNS - RUNS_BASE)); then
+                kind=${KINDS[RANDOM % ${#KINDS[@]}]}
+        else
+                kind=${KINDS_BASE[RANDOM % ${#KINDS_BASE[@]}]}
+        fi
+        kinds[$kind]=$((${kinds[$kind]:-0} + 1))
+        kill_where= caller=
+        "kind_$kind"
+        kill_group
+        [[ -z $caller ]] || wait "$caller" 2>/dev/null || true
+        for w in ${kill_where:-elsewhere}; do
+                where[$w]=$((${where[$w]:-0} + 1))
         done
 
-        delay_ms=$((RANDOM % 120))
-        bctl call --timeout=10 org.tuck1 /org/tuck1 org.tuck1.Manager Refresh t 0 \
-                >/dev/null 2>&1 &
-        caller=$!
-        sleep "$(awk -v d="$delay_ms" 'BEGIN { print d / 1000 }')"
-        kill -KILL "$TUCKD_PID" 2>/dev/null || true
-        wait "$TUCKD_PID" 2>/dev/null || true
-        wait "$caller" 2>/dev/null || true
-
-        now=$(marker)
-        if [[ $now == "$old" ]]; then
-                outcome[old]=$((${outcome[old]:-0} + 1))
-        elif [[ $now == gen-* ]]; then
-                outcome[new]=$((${outcome[new]:-0} + 1))
-        else
-                outcome[bad]=$((${outcome[bad]:-0} + 1))
+        # Old or new, in what is mounted and in what is recorded.
+        now=$(read_label "$P")
+        if [[ $now != "$(marker_of "${before[@]}")" && $now != "$(marker_of "${after[@]}")" ]]; then
                 bad=$((bad + 1))
-                diag "run $run: killed after $delay_ms ms, hierarchy shows '$now' (was '$old')"
+                diag "run $run ($kind,$kill_where): hierarchy shows '$now', not $(marker_of "${before[@]}") or $(marker_of "${after[@]}")"
+        fi
+        if ! st=$(state_line 2>&1); then
+                bad_state=$((bad_state + 1))
+                diag "run $run ($kind,$kill_where): $st"
+        else
+                l=$(field layers "$st")
+                if [[ $l != "$(layers_of "${before[@]}")" && $l != "$(layers_of "${after[@]}")" ]]; then
+                        bad_state=$((bad_state + 1))
+                        diag "run $run ($kind,$kill_where): record holds '$l', not '$(layers_of "${before[@]}")' or '$(layers_of "${after[@]}")'"
+                fi
+                temps_seen=$(field temps "$st")
         fi
 
-        if ! start_tuckd; then
-                not_ok "run $run: tuckd did not come back after SIGKILL at $delay_ms ms"
+        # Restart: the start-up recovery finishes what the killed run did not,
+        # and merges what is on disk, healing the namespaces left behind.
+        if ! restart; then
+                not_ready=$((not_ready + 1))
+                diag "run $run ($kind,$kill_where): tuckd did not come back: $(tail -n 5 "$LOGS"/tuckd.log)"
                 break
         fi
-        # The start-up refresh finishes what the killed one may not have.
-        now=$(marker)
-        d=$(mounts_at_usr)
-        if ((d > seen_depth)); then
-                diag "run $run: killed after $delay_ms ms: $d mounts at $ROOT/usr after restart"
-                diag "$(awk -v m="$ROOT/usr" '$5 == m' /proc/self/mountinfo)"
-                seen_depth=$d
-        fi
-        if [[ $now != "gen-b$set_v" ]]; then
-                diag "run $run: after restart the hierarchy shows '$now', not gen-b$set_v"
-                unrecovered=$((unrecovered + 1))
+        want=$(marker_of "${on_disk[@]}")
+        for n in host full container; do
+                case $n in
+                host) got=$(read_label "$P") ;;
+                full) got=$(read_label "/proc/$NS_PID_full/root$P") ;;
+                container) got=$(read_label "/proc/$NS_PID_container/root/usr/lib/tuck-probe/generation") ;;
+                esac
+                if [[ $got != "$want" ]]; then
+                        unrecovered=$((unrecovered + 1))
+                        diag "run $run ($kind,$kill_where): after restart $n shows '$got', not $want"
+                fi
+        done
+        if ! child_present; then
+                half_healed=$((half_healed + 1))
+                ((half_healed <= 3)) && diag "run $run ($kind,$kill_where): namespace full lost its mount at usr/lib/tuck-child"
         fi
 done
 
-stop_probes
+diag "kills by kind: $(for k in "${!kinds[@]}"; do printf '%s %s, ' "$k" "${kinds[$k]}"; done)"
+diag "kills found: $(for k in "${!where[@]}"; do printf '%s %s, ' "$k" "${where[$k]}"; done)"
+diag "a heal inside another namespace at $inside_heal kills, tuckd in its staging namespace at $inside_staging, between a state file's write and its rename at $inside_write"
+check "$run kills: tuckd came back after every one" test "$not_ready" -eq 0 -a "$run" -gt "$RUNS"
+check "after every kill: old or new, never base (unless old or new) or missing ($bad not)" test "$bad" -eq 0
+check "after every kill: the state files load and the record holds old or new ($bad_state not)" test "$bad_state" -eq 0
+check "after every restart: the images on disk active in the host and in every namespace ($unrecovered not)" \
+        test "$unrecovered" -eq 0
+check_probes host service full container
 
-diag "$RUNS runs: hierarchy old ${outcome[old]:-0}, new ${outcome[new]:-0}, base or missing ${outcome[bad]:-0}"
-check "after every SIGKILL: old or new, never base or missing" test "$bad" -eq 0
-check "after every restart: the images on disk are active ($unrecovered not)" test "$unrecovered" -eq 0
+# Half-healed: the heal is to carry a namespace's own mounts below the
+# hierarchy (issue 8); until it does, every heal of "full" drops its tmpfs.
+# A TAP TODO: an expected failure now, and once the heal carries them an
+# unexpected pass that fails the test until this TODO goes.
+TAP_N=$((TAP_N + 1))
+if ((half_healed == 0)); then
+        echo "ok $TAP_N - no namespace left half-healed: full kept its mount below /usr through $run restarts # TODO heal carries child mounts (issue 8)"
+else
+        echo "not ok $TAP_N - no namespace left half-healed: full lost its mount below /usr ($half_healed of $run restarts) # TODO heal carries child mounts (issue 8)"
+fi
 
-check_probes host service
-
-# Recovery: tuckd is ready, refreshes normally, shows what is on disk.
-check "tuckd ready after the last restart" kill -0 "$TUCKD_PID"
-cp "$W"/a2.raw "$EXT"/.a.raw.tmp && mv "$EXT"/.a.raw.tmp "$EXT"/a.raw
-cp "$W"/b2.raw "$EXT"/.b.raw.tmp && mv "$EXT"/.b.raw.tmp "$EXT"/b.raw
+# Nothing leaked.
 call Refresh t 1 >/dev/null
-check "a refresh after all that works" test "$(marker)" = gen-b2
-
-depth=$(mounts_at_usr)
-nloops=$(loops)
-diag "after $RUNS kills: $depth mounts at $ROOT/usr, $nloops loop devices backed by test images"
-diag "before the kills: $mounts0 mounts at $ROOT/usr, $loops0 loop devices"
-if ((nloops > loops0)); then
-        diag "$(losetup -l -n -O NAME,BACK-FILE | grep "$W")"
-        diag "$(cat "$ROOT"/run/tuck/staging.json)"
-fi
-if ((depth > mounts0)); then
-        diag "$(awk -v m="$ROOT/usr" '$5 == m' /proc/self/mountinfo)"
-        diag "$(cat "$ROOT"/run/tuck/generations/usr.json 2>/dev/null | head -40)"
-fi
+depth=$(mounts_at_usr) nloops=$(loops) dm=$(dm_devices) staged=$(staging_mounts)
+st=$(state_line)
+diag "after: $depth mounts at /usr, $nloops loop devices, $dm dm devices, $staged staged images; $st"
 check "mount stack at /usr did not grow ($mounts0 -> $depth)" test "$depth" -le "$mounts0"
 check "loop devices did not leak ($loops0 -> $nloops)" test "$nloops" -le "$loops0"
+check "dm devices did not leak ($dm0 -> $dm)" test "$dm" -le "$dm0"
+check "staging image mounts did not leak ($staged0 -> $staged)" test "$staged" -le "$staged0"
+check "staging.json records every image mount ($(field staged "$st") recorded, $staged mounted)" \
+        test "$(field staged "$st")" -eq "$staged"
+check "no state file temporaries left ($(field temps "$st"))" test "$(field temps "$st")" -eq 0
 
 tap_done

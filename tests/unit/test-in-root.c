@@ -172,6 +172,7 @@ int main(void) {
                 { "usr/lib/file/",      O_PATH,               NULL, ENOTDIR },
                 { "usr/lib/file/x",     O_PATH,               NULL, ENOTDIR },
                 { "empty-dir-link",     O_PATH | O_DIRECTORY, "root/real-etc" },
+                { "",                   O_PATH | O_DIRECTORY, NULL, ENOENT },   /* names nothing (fuzz-in-root) */
         };
         _cleanup_close_ int root_fd = -EBADF;
         _cleanup_free_ char *root = NULL;

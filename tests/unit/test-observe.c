@@ -72,6 +72,9 @@ static const Case cases[] = {
         { "an overlay of someone else's",
           ROOT BASE "27 10 0:71 / /usr ro shared:9 - overlay composefs ro,lowerdir=/x\n",
           27, false, TOP_BASE },
+        { "parents that loop end the walk (fuzz-mountinfo)",
+          ROOT "21 22 0:70 / /usr rw shared:9 - tmpfs tmpfs rw\n" "22 21 0:71 / /usr rw shared:9 - tmpfs tmpfs rw\n",
+          21, true, TOP_BASE },
         { "the confext source on /usr is not ours there",
           ROOT BASE "28 10 0:72 / /usr ro shared:9 - overlay tuck-confext ro,lowerdir=/x\n",
           28, false, TOP_BASE },
@@ -108,8 +111,25 @@ static void test_case(const Case *c) {
         mnt_unref_table(tb);
 }
 
+/* The top of a stack, found by walking up (mount_table_find_top()), on a stack and on a loop. */
+static void test_find_top(void) {
+        struct libmnt_table *tb = parse(ROOT BASE
+                                        "20 10 0:50 / /usr ro,nodev shared:3 - overlay tuck-sysext ro,lowerdir=x\n"
+                                        "25 20 0:70 / /usr rw shared:9 - tmpfs tmpfs rw\n");
+        struct libmnt_fs *top = tb ? mount_table_find_top(tb, "/usr") : NULL;
+
+        tap_ok(top && mnt_fs_get_id(top) == 25, "find_top: a tmpfs on our overlay on the base is the top");
+        mnt_unref_table(tb);
+        /* Found by fuzz-mountinfo: two mounts with one ID, each other's parent. */
+        tb = parse("0 0 0:70 / /usr rw - tmpfs tmpfs rw\n" "0 0 0:71 / /usr rw - tmpfs tmpfs rw\n");
+        top = tb ? mount_table_find_top(tb, "/usr") : NULL;
+        tap_ok(top && streq_ptr(mnt_fs_get_target(top), "/usr"), "find_top: parents that loop end the walk");
+        mnt_unref_table(tb);
+}
+
 int main(void) {
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
                 test_case(&cases[i]);
+        test_find_top();
         return tap_done();
 }

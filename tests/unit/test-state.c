@@ -8,9 +8,13 @@
  * dropped floor.
  */
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "state.h"
 #include "tap.h"
@@ -154,6 +158,44 @@ static void test_generation_bad(void) {
         }
 }
 
+/*
+ * versions.json: the high-water marks load, and a file whose shape is wrong
+ * is refused (found by fuzz-versions: {"sysext": "2"} loaded, and the next
+ * versions_set() aborted in json-c).
+ */
+/*
+ * A writer killed between writing its temporary and renaming it over the
+ * state file leaves PATH.tmp.PID: the next write of that file removes it if
+ * PID is gone, and leaves a live writer's alone (found by tuckd-crash.sh).
+ */
+static void test_dead_temporaries(void) {
+        char dir[] = "/tmp/tuck-test-temps.XXXXXX";
+        _cleanup_free_ char *path = NULL, *dead = NULL, *live = NULL, *other = NULL;
+        pid_t child;
+        struct stat st;
+
+        child = fork();
+        if (child == 0)
+                _exit(0);
+        (void) waitpid(child, NULL, 0);   /* a pid nobody has now */
+        if (!mkdtemp(dir) || !(path = path_join(dir, "staging.json")) ||
+            asprintf_safe(&dead, "%s.tmp.%d", path, (int) child) < 0 ||
+            asprintf_safe(&live, "%s.tmp.%d", path, (int) getppid()) < 0 ||
+            asprintf_safe(&other, "%s/versions.json.tmp.%d", dir, (int) child) < 0) {
+                tap_ok(false, "temporaries: a temporary directory");
+                return;
+        }
+        (void) write_file_atomic(dead, "{}", 0644);
+        (void) write_file_atomic(live, "{}", 0644);
+        (void) write_file_atomic(other, "{}", 0644);
+        tap_ok(write_file_atomic(path, "{}\n", 0644) == 0, "temporaries: the state file is written");
+        tap_ok(stat(dead, &st) < 0 && errno == ENOENT, "temporaries: a dead writer's is removed");
+        tap_ok(stat(live, &st) == 0, "temporaries: a live writer's stays");
+        tap_ok(stat(other, &st) == 0, "temporaries: another file's stays");
+        (void) unlink(path), (void) unlink(live), (void) unlink(other), (void) unlink(dead);
+        (void) rmdir(dir);
+}
+
 int main(void) {
         test_history_after(true, 0);
         test_history_after(true, 5);
@@ -165,5 +207,6 @@ int main(void) {
         test_versions_bad();
         test_versions_round_trip();
         test_generation_bad();
+        test_dead_temporaries();
         return tap_done();
 }

@@ -1,0 +1,2 @@
+ID=_any
+CONFEXT_VERSION_ID=1
