@@ -246,7 +246,6 @@ json_object *versions_view_to_json(const VersionsView *v) {
 int tuck_forget(TuckContext *c, const TuckOptions *o, char * const *names, char **ret_message) {
         _cleanup_(versions_done) Versions v = {};
         _cleanup_strv_free_ char **said = calloc(1, sizeof(char *));
-        _cleanup_free_ char *error = NULL;
         int r;
 
         if (!said)

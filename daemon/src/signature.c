@@ -135,7 +135,7 @@ static char *name_oneline(const X509_NAME *n) {
 static char *claimed_signer(PKCS7 *p7) {
         STACK_OF(PKCS7_SIGNER_INFO) *infos = PKCS7_get_signer_info(p7);
         PKCS7_SIGNER_INFO *si = infos ? sk_PKCS7_SIGNER_INFO_value(infos, 0) : NULL;
-        _cleanup_free_ char *issuer = NULL, *serial = NULL;
+        _cleanup_free_ char *issuer = NULL;
         BIGNUM *bn = NULL;
         char *hex = NULL, *s = NULL;
 
