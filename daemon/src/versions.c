@@ -283,8 +283,10 @@ json_object *versions_to_json(const Versions *v) {
                 return NULL;
         }
         /* A stable order, so a file that did not change in meaning does not change in bytes. */
-        memcpy(sorted, v->entries, sizeof(VersionEntry) * v->n_entries);
-        qsort(sorted, v->n_entries, sizeof(VersionEntry), compare_entries);
+        if (v->n_entries > 0) {
+                memcpy(sorted, v->entries, sizeof(VersionEntry) * v->n_entries);
+                qsort(sorted, v->n_entries, sizeof(VersionEntry), compare_entries);
+        }
 
         json_object_object_add(o, "format", json_object_new_int(VERSIONS_FORMAT));
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++) {
