@@ -150,8 +150,8 @@ static void help(void) {
 /* systemd's form: "PACKAGE VERSION (FULL VERSION)" and a line of compiled-in features. */
 static void version(void) {
         printf("tuck %s (%s)\n"
-               "+SYSEXT +CONFEXT +MOVE_MOUNT_BENEATH +SQUASHFS +EROFS +JSON +DBUS +RELOAD_MANAGER "
-               "+RESTART_UNITS +ALWAYS_REFRESH -MUTABLE -IMAGE_POLICY -VARLINK\n",
+               "+SYSEXT +CONFEXT +MOVE_MOUNT_BENEATH +SQUASHFS +EROFS +DDI +VERITY +JSON +DBUS "
+               "+RELOAD_MANAGER +RESTART_UNITS +ALWAYS_REFRESH -MUTABLE -IMAGE_POLICY -VARLINK\n",
                PROJECT_VERSION, PROJECT_VERSION);
 }
 
@@ -257,7 +257,9 @@ static int parse_argv(int argc, char *argv[]) {
                         break;
                 case ARG_NOT_SUPPORTED:
                         log_error("--%s= is systemd-sysext's; tuck does not implement it (tuckctl(8), "
-                                  "\"Differences from systemd-sysext\").", options[index].name);
+                                  "\"Differences from systemd-sysext\")%s.", options[index].name,
+                                  streq(options[index].name, "image-policy") ?
+                                  "; tuck's is ImagePolicy= in tuck.conf(5)" : "");
                         return -EOPNOTSUPP;
                 case ARG_CONFIG:
                         arg_config = optarg;

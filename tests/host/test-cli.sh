@@ -40,10 +40,12 @@ version=$(tuck --version) || true
 diag "$version"
 check "--version: 'tuck VERSION (VERSION)', as systemd's first line" grep -Eq '^tuck [0-9][0-9.]* \([^)]+\)$' <<<"$(head -n 1 <<<"$version")"
 check "--version: a second line of +/- features" grep -Eq '^([+-][A-Z_]+ ?)+$' <<<"$(sed -n 2p <<<"$version")"
+check "--version: the features name DDI and VERITY (GPT disk images, dm-verity)" bash -c 'grep -qw -- "+DDI" <<<"$1" && grep -qw -- "+VERITY" <<<"$1"' _ "$(sed -n 2p <<<"$version")"
 expect_eq "unknown verb: exit status 2" "$(rc tuck frobnicate)" 2
 expect_eq "status with an argument: exit status 2" "$(rc tuck status extra)" 2
 expect_eq "--image-policy= (systemd's, not implemented): exit status 2" "$(rc tuck --image-policy=signed status)" 2
 check "...and says so" grep -q "image-policy= is systemd-sysext's; tuck does not implement it" <<<"$(tuck --image-policy=x 2>&1 || true)"
+check "...and names tuck's own: ImagePolicy= in tuck.conf(5)" grep -q "tuck's is ImagePolicy= in tuck.conf(5)" <<<"$(tuck --image-policy=x 2>&1 || true)"
 
 # --- JSON ----------------------------------------------------------------------
 short=$(tuck --json=short status) || true
