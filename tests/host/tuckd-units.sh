@@ -95,13 +95,28 @@ complete_words() {
         bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _tuckctl
                  ((${#COMPREPLY[@]} == 0)) || printf "%s\n" "${COMPREPLY[@]}"' _ "$comp" "$@" | sort | tr '\n' ' '
 }
-expect_eq "completion: verbs" "$(complete_words tuckctl '')" "beneath help list merge refresh status unmerge "
+expect_eq "completion: verbs" "$(complete_words tuckctl '')" "beneath forget help list merge refresh status unmerge versions "
 expect_eq "completion: re" "$(complete_words tuckctl re)" "refresh "
 expect_eq "completion: --json=" "$(complete_words tuckctl --json = '')" "off pretty short "
 expect_eq "completion: --class=c" "$(complete_words tuckctl --class = c)" "confext "
-check "completion: --al offers --allow-downgrade --allow-window --always-refresh=" \
-        test "$(complete_words tuckctl --al)" = "--allow-downgrade --allow-window --always-refresh= "
+check "completion: --al offers --allow-downgrade --allow-downgrade= --allow-window --always-refresh=" \
+        test "$(complete_words tuckctl --al)" = "--allow-downgrade --allow-downgrade= --allow-window --always-refresh= "
 expect_eq "completion: after a verb, no more verbs" "$(complete_words tuckctl status '')" ""
+# bash splits "--root=DIR" at '=' (COMP_WORDBREAKS): '=' and DIR are not the verb.
+expect_eq "completion: after --root=DIR (split by bash), verbs" "$(complete_words tuckctl --root = /x '')" \
+        "beneath forget help list merge refresh status unmerge versions "
+expect_eq "completion: after --json pretty, verbs" "$(complete_words tuckctl --json pretty st)" "status "
+# forget and --allow-downgrade= take the extensions tuckctl versions knows, below --root.
+mkdir -p "$D"/comp/var/lib/tuck "$D"/comp/usr "$D"/comp/opt "$D"/comp/etc
+printf '{"sysext":{"foo":"1.0","fox":"2"},"confext":{"bar-conf":"3"}}\n' >"$D"/comp/var/lib/tuck/versions.json
+mkdir -p "$D"/comp-bin
+ln -s "$TUCK_BUILD"/daemon/tuckctl/tuckctl "$D"/comp-bin/tuckctl
+expect_eq "completion: forget offers the recorded extensions" \
+        "$(PATH=$D/comp-bin:$PATH complete_words tuckctl --root = "$D"/comp forget '')" "bar-conf foo fox "
+expect_eq "completion: forget fo, after one name" \
+        "$(PATH=$D/comp-bin:$PATH complete_words tuckctl --root = "$D"/comp forget bar-conf fo)" "foo fox "
+expect_eq "completion: --allow-downgrade=b" \
+        "$(PATH=$D/comp-bin:$PATH complete_words tuckctl --root = "$D"/comp refresh --allow-downgrade = b)" "bar-conf "
 check "generation records survive a restart" grep -qx 'RuntimeDirectoryPreserve=yes' "$svc"
 
 # dbus-daemon parses the policy as part of a system bus configuration.
