@@ -126,6 +126,7 @@ int config_parse_boolean(const char *s) {
 
 int config_init_defaults(TuckConfig *c) {
         *c = (TuckConfig) {
+                .reload_manager = -1,
                 .scan_namespace_usec = SCAN_NAMESPACE_USEC_DEFAULT,
                 .scan_refresh_usec = SCAN_REFRESH_USEC_DEFAULT,
                 .scan_max_mounts = SCAN_MAX_MOUNTS_DEFAULT,
@@ -155,17 +156,52 @@ typedef struct ParseState {
         char **error;
 } ParseState;
 
-/* A list of absolute paths: replaces the default. */
-static int parse_path_list(const char *value, unsigned line, char ***target, char **error) {
+int hierarchy_path_canonicalize(const char *path, char **ret, char **ret_error) {
+        _cleanup_free_ char *c = NULL;
+        int r;
+
+        r = path_canonicalize(path, &c);
+        if (r == -EINVAL) {
+                (void) asprintf_safe(ret_error, "'%s' is not a normalized absolute path", path);
+                return r;
+        }
+        if (r < 0)
+                return r;
+        if (streq(c, "/")) {
+                (void) asprintf_safe(ret_error, "'/' cannot be a hierarchy");
+                return -EINVAL;
+        }
+        /* Both separate overlayfs options (lowerdir=a:b,ro): mount(2) would read another layer list. */
+        if (strpbrk(c, ",:")) {
+                (void) asprintf_safe(ret_error, "hierarchy '%s' contains ',' or ':', which overlayfs options cannot carry", c);
+                return -EINVAL;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+/* A list of absolute paths in canonical form ("/usr/" is "/usr"): replaces the default. */
+static int parse_path_list(const char *value, unsigned line, bool hierarchies, char ***target, char **error) {
         _cleanup_strv_free_ char **l = strv_split(value, WHITESPACE);
 
         if (!l)
                 return -ENOMEM;
-        STRV_FOREACH(p, l)
-                if (**p != '/' || strstr(*p, "/../") || endswith(*p, "/..")) {
-                        (void) asprintf_safe(error, "line %u: '%s' is not a normalized absolute path", line, *p);
-                        return -EINVAL;
+        STRV_FOREACH(p, l) {
+                _cleanup_free_ char *c = NULL, *why = NULL;
+                int r;
+
+                r = hierarchies ? hierarchy_path_canonicalize(*p, &c, &why) : path_canonicalize(*p, &c);
+                if (r == -EINVAL && !why)
+                        (void) asprintf_safe(&why, "'%s' is not a normalized absolute path", *p);
+                if (r == -EINVAL) {
+                        (void) asprintf_safe(error, "line %u: %s", line, strna(why));
+                        return r;
                 }
+                if (r < 0)
+                        return r;
+                free(*p);
+                *p = TAKE_PTR(c);
+        }
         strv_free(*target);
         *target = TAKE_PTR(l);
         return 0;
@@ -237,9 +273,9 @@ static int parse_one(const char *section, const char *key, const char *value, un
 
         if (k != _IMAGE_CLASS_INVALID) {
                 if (streq(key, "SearchPaths"))
-                        return parse_path_list(value, line, &s->config->search_dirs[k], s->error);
+                        return parse_path_list(value, line, false, &s->config->search_dirs[k], s->error);
                 if (streq(key, "Hierarchies"))
-                        return parse_path_list(value, line, &s->config->hierarchies[k], s->error);
+                        return parse_path_list(value, line, true, &s->config->hierarchies[k], s->error);
                 if (streq(key, "ImagePolicy")) {
                         int r = image_policy_from_string(value, &s->config->image_policy[k]);
 
@@ -250,6 +286,15 @@ static int parse_one(const char *section, const char *key, const char *value, un
                         return r;
                 }
         } else if (streq(section, "Policy")) {
+                if (streq(key, "ReloadManager")) {
+                        b = config_parse_boolean(value);
+                        if (b < 0) {
+                                (void) asprintf_safe(s->error, "line %u: %s= takes a boolean, got '%s'", line, key, value);
+                                return -EINVAL;
+                        }
+                        s->config->reload_manager = b;
+                        return 0;
+                }
                 bool *target = streq(key, "AllowDowngrade") ? &s->config->allow_downgrade :
                                streq(key, "AllowWindow") ? &s->config->allow_window : NULL;
 

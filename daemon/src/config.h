@@ -24,6 +24,9 @@
  *   [Policy]
  *   AllowDowngrade=no   # yes: like --allow-downgrade on every call
  *   AllowWindow=no      # yes: like --allow-window (never needed on Linux >= 6.5)
+ *   ReloadManager=      # no: never daemon-reload or restart units after a swap
+ *                       # (like --no-reload on every call); yes: also below a
+ *                       # --root other than "/"; unset: on "/" only
  *
  *   # Namespaces a refresh leaves behind (a container's own bind of /usr,
  *   # ...): heal (default), report or restart. Read by libtuck, so tuckctl
@@ -67,6 +70,7 @@ typedef struct TuckConfig {
         ImagePolicy image_policy[_IMAGE_CLASS_MAX];
         bool allow_downgrade;
         bool allow_window;
+        int reload_manager;          /* ReloadManager=: 1 yes, 0 no, -1 (unset) on "/" only (reload.h) */
         StalePolicy stale_policy;
         char **restart_units;           /* [Daemon] RestartUnits=: what restart may restart */
         uint64_t scan_namespace_usec;   /* [Scan] NamespaceBudgetSec= */
@@ -86,6 +90,13 @@ typedef int (*IniCallback)(const char *section, const char *key, const char *val
 
 /* Parses ini text. Malformed lines are an error naming the line (-EBADMSG, *ret_error). */
 int ini_parse(const char *text, IniCallback callback, void *userdata, char **ret_error);
+
+/*
+ * A hierarchy path as tuck uses it: canonical ("/usr/" is "/usr"), absolute,
+ * not "/", without ',' or ':' (overlayfs option syntax). Else -EINVAL and
+ * *ret_error says why.
+ */
+int hierarchy_path_canonicalize(const char *path, char **ret, char **ret_error);
 
 int config_parse_boolean(const char *s);
 

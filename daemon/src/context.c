@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
@@ -44,6 +45,7 @@ int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
                 c->config.image_policy[k] = n.image_policy[k];
         c->config.allow_downgrade = n.allow_downgrade;
         c->config.allow_window = n.allow_window;
+        c->config.reload_manager = n.reload_manager;
         c->config.stale_policy = n.stale_policy;
         strv_free(c->config.restart_units);
         c->config.restart_units = TAKE_PTR(n.restart_units);
@@ -54,17 +56,63 @@ int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
         return 0;
 }
 
-static int add_hierarchy(TuckContext *c, const char *path, ImageClass k, char **ret_error) {
-        TuckHierarchy *a;
+/*
+ * Where hierarchy @path is mounted: below the root with symlinks resolved
+ * inside it, as systemd-sysext's chase() does (ostree and Fedora CoreOS have
+ * /opt -> var/opt; the overlay goes on /var/opt, and mountinfo says so). A
+ * hierarchy that does not exist keeps its path: it is skipped later.
+ */
+static int hierarchy_resolve(const TuckContext *c, int root_fd, const char *path, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+        char proc[64], buf[PATH_MAX];
+        ssize_t n;
 
-        for (size_t i = 0; i < c->n_hierarchies; i++)
-                if (streq(c->hierarchies[i].path, path)) {
+        fd = openat_in_root(root_fd, path, O_PATH | O_DIRECTORY);
+        if (fd == -ENOENT) {
+                *ret = context_path(c, path);
+                return *ret ? 0 : -ENOMEM;
+        }
+        if (fd < 0)
+                return fd;
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        n = readlink(proc, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return -errno;
+        if ((size_t) n >= sizeof(buf) - 1)
+                return -ENAMETOOLONG;
+        buf[n] = 0;
+        *ret = strdup(buf);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int add_hierarchy(TuckContext *c, int root_fd, const char *path, ImageClass k, char **ret_error) {
+        _cleanup_free_ char *full = NULL;
+        TuckHierarchy *a;
+        int r;
+
+        r = hierarchy_resolve(c, root_fd, path, &full);
+        if (r < 0) {
+                (void) asprintf_safe(ret_error, "cannot resolve hierarchy %s below '%s': %s", path, c->root,
+                                     strerror(-r));
+                return r;
+        }
+        if (streq(full, c->root)) {
+                (void) asprintf_safe(ret_error, "hierarchy %s resolves to the root directory itself", path);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < c->n_hierarchies; i++) {
+                const TuckHierarchy *h = &c->hierarchies[i];
+
+                if (!streq(h->path, path) && !streq(h->full, full))
+                        continue;
+                if (h->class != k)
                         (void) asprintf_safe(ret_error, "hierarchy %s is configured for both %s and %s", path,
-                                             image_class_to_string(c->hierarchies[i].class), image_class_to_string(k));
-                        return -EINVAL;
-                }
-        if (streq(path, "/")) {
-                (void) asprintf_safe(ret_error, "'/' cannot be a hierarchy");
+                                             image_class_to_string(h->class), image_class_to_string(k));
+                else if (streq(h->path, path))
+                        (void) asprintf_safe(ret_error, "hierarchy %s is configured twice", path);
+                else
+                        (void) asprintf_safe(ret_error, "hierarchies %s and %s are the same directory, '%s'",
+                                             h->path, path, full);
                 return -EINVAL;
         }
         a = realloc(c->hierarchies, sizeof(TuckHierarchy) * (c->n_hierarchies + 1));
@@ -73,17 +121,55 @@ static int add_hierarchy(TuckContext *c, const char *path, ImageClass k, char **
         c->hierarchies = a;
         a[c->n_hierarchies] = (TuckHierarchy) {
                 .path = strdup(path),
-                .full = context_path(c, path),
+                .full = TAKE_PTR(full),
                 .id = hierarchy_id(path),
                 .class = k,
         };
         c->n_hierarchies++;
-        if (!a[c->n_hierarchies - 1].path || !a[c->n_hierarchies - 1].full || !a[c->n_hierarchies - 1].id)
+        if (!a[c->n_hierarchies - 1].path || !a[c->n_hierarchies - 1].id)
                 return -ENOMEM;
         return 0;
 }
 
+/*
+ * $SYSTEMD_SYSEXT_HIERARCHIES / $SYSTEMD_CONFEXT_HIERARCHIES, as
+ * systemd-sysext reads them: ':'-separated absolute paths, replacing the
+ * configured hierarchies of the class ("" means none).
+ */
+static int hierarchies_from_env(TuckConfig *config, ImageClass k, char **ret_error) {
+        const char *name = image_class_info[k].hierarchies_env, *e = secure_getenv(name);
+        _cleanup_strv_free_ char **l = calloc(1, sizeof(char *));
+        int r;
+
+        if (!l)
+                return -ENOMEM;
+        if (!e)
+                return 0;
+        for (const char *p = e; *e; p++) {
+                size_t n = strcspn(p, ":");
+                _cleanup_free_ char *one = strndup(p, n), *canonical = NULL, *why = NULL;
+
+                if (!one)
+                        return -ENOMEM;
+                r = hierarchy_path_canonicalize(one, &canonical, &why);
+                if (r == -EINVAL)
+                        (void) asprintf_safe(ret_error, "$%s: %s", name, strna(why));
+                if (r < 0)
+                        return r;
+                r = strv_consume(&l, TAKE_PTR(canonical));
+                if (r < 0)
+                        return r;
+                p += n;
+                if (!*p)
+                        break;
+        }
+        strv_free(config->hierarchies[k]);
+        config->hierarchies[k] = TAKE_PTR(l);
+        return 0;
+}
+
 int tuck_context_new(const char *root, const char *config, TuckContext **ret, char **ret_error) {
+        _cleanup_close_ int root_fd = -EBADF;
         TuckContext *c;
         int r;
 
@@ -110,9 +196,18 @@ int tuck_context_new(const char *root, const char *config, TuckContext **ret, ch
         if (r < 0)
                 goto fail;
 
+        root_fd = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root_fd < 0) {
+                r = -errno;
+                (void) asprintf_safe(ret_error, "root directory '%s': %s", c->root, strerror(-r));
+                goto fail;
+        }
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                r = hierarchies_from_env(&c->config, k, ret_error);
+                if (r < 0)
+                        goto fail;
                 STRV_FOREACH(h, c->config.hierarchies[k]) {
-                        r = add_hierarchy(c, *h, k, ret_error);
+                        r = add_hierarchy(c, root_fd, *h, k, ret_error);
                         if (r < 0)
                                 goto fail;
                 }

@@ -279,6 +279,9 @@ int extension_release_validate(const char *name, ImageClass c, const HostRelease
 
         if (strv_length(pairs) == 0)
                 return REFUSE("release file is empty");
+        /* --force: merged whatever host it was made for, as systemd-sysext's --force does. */
+        if (!host)
+                return 1;
 
         /* Scope: by default an extension is good for the system and portable services. */
         scope = env_pairs_get(pairs, info->scope_field);

@@ -43,7 +43,8 @@ int extension_release_load(int image_fd, ImageClass c, const char *release_dir, 
 
 /*
  * Returns 1 if an extension with these release fields may be merged on this
- * host, 0 and a human-readable reason if not.
+ * host, 0 and a human-readable reason if not. A NULL @host (--force) matches
+ * any non-empty release file.
  */
 int extension_release_validate(const char *name, ImageClass c, const HostRelease *host,
                                char * const *pairs, char **ret_reason);

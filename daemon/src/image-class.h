@@ -24,6 +24,9 @@ typedef struct ImageClassInfo {
         const char *foreign_source;       /* what systemd-sysext/confext call theirs: "sysext" */
         const char * const *search_dirs;  /* default search path, highest priority first */
         const char * const *hierarchies;  /* default hierarchies */
+        const char *hierarchies_env;      /* replaces them: "SYSTEMD_SYSEXT_HIERARCHIES" */
+        const char *metadata_dir;         /* in the merged tree, as systemd writes it: ".systemd-sysext" */
+        const char *metadata_list;        /* ...its file listing the extensions: "extensions" */
         const char *release_dir;          /* inside the image: "usr/lib/extension-release.d" */
         const char *level_field;          /* "SYSEXT_LEVEL" */
         const char *scope_field;          /* "SYSEXT_SCOPE" */

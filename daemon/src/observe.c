@@ -80,3 +80,17 @@ int observe_live(const TuckHierarchy *h, const Generation *g, LiveState *ret) {
         ret->top = classify_top(tb, top, h, g, st.st_dev, id);
         return 0;
 }
+
+int observe_foreign_extensions(const TuckHierarchy *h, char ***ret) {
+        const ImageClassInfo *info = &image_class_info[h->class];
+        _cleanup_free_ char *p = path_join(h->full, info->metadata_dir, info->metadata_list), *text = NULL;
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        r = read_full_file_at(AT_FDCWD, p, 1024 * 1024, &text);
+        if (r < 0)
+                return r;
+        *ret = strv_split(text, "\n");
+        return *ret ? 0 : -ENOMEM;
+}

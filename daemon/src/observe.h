@@ -30,3 +30,10 @@ TopKind classify_top(struct libmnt_table *tb, struct libmnt_fs *top, const TuckH
 
 /* What sits on top of @h now, in our mount namespace. */
 int observe_live(const TuckHierarchy *h, const Generation *g, LiveState *ret);
+
+/*
+ * The extensions systemd-sysext's overlay on @h says it carries: its
+ * .systemd-sysext/extensions (.systemd-confext/confexts), one name a line.
+ * Call only when TOP_SYSTEMD is on top.
+ */
+int observe_foreign_extensions(const TuckHierarchy *h, char ***ret);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -148,12 +150,17 @@ int image_mount_detached(Image *i, int *ret_fd, char **ret_loop, char **ret_reas
         return -EMEDIUMTYPE;
 }
 
+/* overlayfs's OVL_MAX_STACK (fs/overlayfs/params.h): lower layers of one overlay. */
+#define OVERLAY_MAX_LOWER 500
+
 int overlay_options(char * const *lowers, char **ret) {
         _cleanup_free_ char *joined = strv_join(lowers, ":"), *options = NULL;
         long page = sysconf(_SC_PAGESIZE);
 
         if (!joined)
                 return -ENOMEM;
+        if (strv_length(lowers) > OVERLAY_MAX_LOWER)
+                return -E2BIG;
         options = strjoin("lowerdir=", joined);
         if (!options)
                 return -ENOMEM;
@@ -263,8 +270,223 @@ static int attach_submounts(const OverlaySpec *spec, const char *where, char **r
         return 0;
 }
 
+/* ---------------------------------------------------------------- whiteouts */
+
+static int dir_find_whiteout(int fd, const char *path, unsigned depth, char **ret_path) {
+        _cleanup_closedir_ DIR *d = NULL;
+        char v[2];
+
+        if (depth > 256)
+                return -ELOOP;
+        /* Opaque: it hides the same directory in every layer below. */
+        if (fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y') {
+                *ret_path = strdup(path);
+                return *ret_path ? 1 : -ENOMEM;
+        }
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        for (struct dirent *de; (de = readdir_no_dot(d)); ) {
+                _cleanup_free_ char *p = path_join(path, de->d_name);
+                struct stat st;
+                int child, r;
+
+                if (!p)
+                        return -ENOMEM;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+                        *ret_path = TAKE_PTR(p);
+                        return 1;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+                child = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (child < 0)
+                        return -errno;
+                r = dir_find_whiteout(child, p, depth + 1, ret_path);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
+int tree_find_whiteout(int dir_fd, char **ret_path) {
+        int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        *ret_path = NULL;
+        return dir_find_whiteout(fd, "/", 0, ret_path);
+}
+
+/* ---------------------------------------------------------------- the metadata layer */
+
+static int write_at(int dir_fd, const char *name, const char *contents) {
+        _cleanup_close_ int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        size_t n = strlen(contents);
+
+        if (fd < 0)
+                return -errno;
+        if (write(fd, contents, n) != (ssize_t) n)
+                return -EIO;
+        return 0;
+}
+
+/*
+ * A tmpfs of its own at @where: /.systemd-sysext/{extensions,dev} (see
+ * overlay.h), written before the overlay is mounted: a layer is never
+ * changed under a mounted overlay (overlayfs.rst, "Changes to underlying
+ * filesystems"). Only the staging namespace ever sees it.
+ */
+static int metadata_layer_mount(const OverlaySpec *spec, const char *where) {
+        const ImageClassInfo *info = &image_class_info[spec->class];
+        _cleanup_close_ int root = -EBADF, dir = -EBADF;
+        _cleanup_free_ char *list = NULL, *text = NULL;
+        int r;
+
+        if (mkdir(where, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        if (mount("tuck-metadata", where, "tmpfs", MS_NODEV | MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
+                return -errno;
+        root = open(where, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root < 0)
+                return -errno;
+        if (mkdirat(root, info->metadata_dir, 0755) < 0)
+                return -errno;
+        dir = openat(root, info->metadata_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir < 0)
+                return -errno;
+        list = strv_join(spec->extensions, "\n");
+        text = list ? strjoin(list, "\n") : NULL;
+        if (!text)
+                return -ENOMEM;
+        r = write_at(dir, info->metadata_list, text);
+        if (r >= 0)
+                r = write_at(dir, "dev", OVERLAY_METADATA_DEV "\n");
+        return r;
+}
+
+/* ---------------------------------------------------------------- nesting */
+
+/* A layer that goes into a group must not need to hide anything below its group. */
+static int layer_check_nestable(const OverlaySpec *spec, const char *rel, const char *image, size_t n,
+                                char **ret_error) {
+        _cleanup_close_ int fd = open(rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = tree_find_whiteout(fd, &path);
+        if (r > 0) {
+                (void) asprintf_safe(ret_error, "image '%s' carries a whiteout or opaque directory (%s%s): with "
+                                     "%zu layers, more than one overlay takes, layers are nested, and then it "
+                                     "could not hide what the layers below it have; refusing", image,
+                                     streq(spec->hierarchy, "/") ? "" : spec->hierarchy, path, n);
+                return -EMEDIUMTYPE;
+        }
+        if (r < 0)
+                (void) asprintf_safe(ret_error, "cannot look for whiteouts in image '%s': %s", image, strerror(-r));
+        return r;
+}
+
+/* How many of @l, from @from on, fit in one overlay (options in a page, at most 500). */
+static size_t group_size(char * const *l, size_t from, size_t n) {
+        long page = sysconf(_SC_PAGESIZE);
+        size_t len = strlen("lowerdir="), k = 0;
+
+        while (from + k < n && k < OVERLAY_MAX_LOWER && len + strlen(l[from + k]) + 1 < (size_t) page) {
+                len += strlen(l[from + k]) + 1;
+                k++;
+        }
+        return k;
+}
+
+/*
+ * The lower layers of the top overlay: the metadata layer, then the
+ * extension layers (or, if they do not fit, overlays of groups of them,
+ * mounted at o/<hid>+<k>, each added to @groups as it is mounted: the
+ * caller detaches them), then the base.
+ */
+static int plan_lowers(const OverlaySpec *spec, const char *meta, char ***ret, char ***groups, char **ret_error) {
+        _cleanup_strv_free_ char **all = NULL, **top = NULL;
+        size_t n = strv_length(spec->lowers), n_ext = n - 1;
+        _cleanup_free_ char *options = NULL;
+        int r;
+
+        if (strv_extend(&all, meta) < 0)
+                return -ENOMEM;
+        STRV_FOREACH(l, spec->lowers)
+                if (strv_extend(&all, *l) < 0)
+                        return -ENOMEM;
+        r = overlay_options(all, &options);
+        if (r != -E2BIG) {
+                *ret = TAKE_PTR(all);
+                return r;
+        }
+
+        if (strv_extend(&top, meta) < 0)
+                return -ENOMEM;
+        for (size_t i = 0, k = 1; i < n_ext; k++) {
+                size_t m = group_size(spec->lowers, i, n_ext);
+                _cleanup_free_ char *where = NULL, *group_options = NULL;
+                _cleanup_strv_free_ char **members = NULL;
+
+                /* A group of one is no overlay (overlayfs wants two lower layers): it goes as it is. */
+                if (m < 2) {
+                        if (strv_extend(&top, spec->lowers[i++]) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                for (size_t j = i; j < i + m; j++) {
+                        r = layer_check_nestable(spec, spec->lowers[j], spec->layer_images[j], n_ext, ret_error);
+                        if (r < 0)
+                                return r;
+                        if (strv_extend(&members, spec->lowers[j]) < 0)
+                                return -ENOMEM;
+                }
+                if (asprintf_safe(&where, "o/%s+%zu", spec->hid, k) < 0)
+                        return -ENOMEM;
+                r = overlay_options(members, &group_options);
+                if (r < 0)
+                        return r;
+                if (mkdir(where, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+                r = strv_extend(groups, where);
+                if (r < 0)
+                        return r;
+                if (mount(spec->source, where, "overlay", MS_RDONLY, group_options) < 0) {
+                        r = -errno;
+                        (void) asprintf_safe(ret_error, "overlayfs refused a group of %zu layers (%s): %s", m,
+                                             where, strerror(-r));
+                        return r;
+                }
+                if (strv_extend(&top, where) < 0)
+                        return -ENOMEM;
+                i += m;
+        }
+        if (strv_extend(&top, spec->lowers[n_ext]) < 0)
+                return -ENOMEM;
+        r = overlay_options(top, &options);
+        if (r == -E2BIG)
+                (void) asprintf_safe(ret_error, "%zu layers do not fit in two levels of overlays", n_ext);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(top);
+        return 0;
+}
+
+static void detach_all(Staging *s, char * const *l) {
+        STRV_FOREACH(p, l)
+                (void) staging_detach(s, *p);
+}
+
 int overlay_assemble(Staging *s, const OverlaySpec *spec, char **ret_error) {
-        _cleanup_free_ char *where = path_join("o", spec->hid), *options = NULL;
+        _cleanup_free_ char *where = path_join("o", spec->hid), *meta = NULL, *options = NULL;
+        _cleanup_strv_free_ char **lowers = NULL, **groups = NULL;
         _cleanup_close_ int tree = -EBADF;
         struct mount_attr a = {
                 .attr_set = spec->attr,
@@ -272,25 +494,34 @@ int overlay_assemble(Staging *s, const OverlaySpec *spec, char **ret_error) {
         };
         int r;
 
-        if (!where)
+        if (!where || asprintf_safe(&meta, "o/%s+meta", spec->hid) < 0)
                 return -ENOMEM;
-        r = overlay_options(spec->lowers, &options);
-        if (r == -E2BIG)
-                (void) asprintf_safe(ret_error, "%zu layers do not fit in one page of mount options",
-                                     strv_length(spec->lowers));
-        if (r < 0)
-                return r;
-
         (void) staging_detach(s, where);   /* left over by a killed refresh? */
-        if (mkdir(where, 0700) < 0)
-                return -errno;
+        (void) staging_detach(s, meta);
 
-        if (mount(spec->source, where, "overlay", ms_flags_from_attr(spec->attr), options) < 0) {
-                r = -errno;
-                (void) asprintf_safe(ret_error, "overlayfs refused %zu layers: %s", strv_length(spec->lowers),
-                                     strerror(-r));
+        r = metadata_layer_mount(spec, meta);
+        if (r < 0) {
+                (void) asprintf_safe(ret_error, "cannot make the metadata layer: %s", strerror(-r));
                 goto fail;
         }
+        r = plan_lowers(spec, meta, &lowers, &groups, ret_error);
+        if (r >= 0)
+                r = overlay_options(lowers, &options);
+        if (r < 0)
+                goto fail;
+        if (mkdir(where, 0700) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        if (mount(spec->source, where, "overlay", ms_flags_from_attr(spec->attr), options) < 0) {
+                r = -errno;
+                (void) asprintf_safe(ret_error, "overlayfs refused %zu layers%s: %s", strv_length(spec->lowers),
+                                     strv_length(groups) > 0 ? " (nested)" : "", strerror(-r));
+                goto fail;
+        }
+        /* The overlay holds private clones of its layers: the staged ones can go. */
+        (void) staging_detach(s, meta);
+        detach_all(s, groups);
         r = attach_submounts(spec, where, ret_error);
         if (r < 0)
                 goto fail;
@@ -312,5 +543,7 @@ int overlay_assemble(Staging *s, const OverlaySpec *spec, char **ret_error) {
 
 fail:
         (void) staging_detach(s, where);
+        (void) staging_detach(s, meta);
+        detach_all(s, groups);
         return r;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "plan.h"
+#include "reload.h"
 #include "util.h"
 #include "version.h"
 
@@ -89,15 +90,23 @@ const char *plan_layer_fingerprint(const PlanLayer *l) {
 }
 
 int plan_layer_to_layer(const PlanLayer *l, Layer *ret) {
+        int r;
+
         if (l->kept)
                 return layer_copy(ret, l->kept);
-        return layer_copy(ret, &(const Layer) {
+        r = layer_copy(ret, &(const Layer) {
                 .name = l->image->name,
                 .extension = l->image->extension,
                 .version = l->image->version,
                 .image = l->image->path,
                 .fingerprint = l->image->fingerprint,
         });
+        /* What its release file asks of the service manager (reload.h), kept for when it leaves. */
+        if (r >= 0)
+                r = layer_set_manager_fields(ret, l->image->release);
+        if (r < 0)
+                layer_done(ret);
+        return r;
 }
 
 static int add_layer(HierarchyPlan *h, PlanLayer l) {
@@ -433,7 +442,7 @@ static int plan_merge_or_refresh(const PlanInput *in, const PlanHierarchyInput *
         if (h->n_layers > 1)
                 qsort(h->layers, h->n_layers, sizeof(PlanLayer), compare_layers);
 
-        if (!in->force && held_out_only(hin, h)) {
+        if (!in->always_refresh && held_out_only(hin, h)) {
                 h->action = PLAN_KEEP;
                 return set_reason(h, "nothing changed but what is held back; the overlay in place keeps it");
         }
@@ -457,9 +466,9 @@ static int plan_merge_or_refresh(const PlanInput *in, const PlanHierarchyInput *
                 h->action = PLAN_TAKEOVER;
                 break;
         case TOP_OURS:
-                if (!in->force && layers_unchanged(h->layers, h->n_layers, h->current)) {
+                if (!in->always_refresh && layers_unchanged(h->layers, h->n_layers, h->current)) {
                         h->action = PLAN_KEEP;
-                        return set_reason(h, "inputs unchanged (use --force to refresh anyway)");
+                        return set_reason(h, "inputs unchanged (use --always-refresh to refresh anyway)");
                 }
                 h->action = PLAN_REFRESH;
                 break;

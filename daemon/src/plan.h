@@ -24,7 +24,7 @@
  *     all extensions, --allow-downgrade=NAME for one; what was allowed is in
  *     the plan, for the floors to follow (plan_versions_after());
  *   - unchanged inputs (same layers, same image fingerprints, our overlay
- *     still on top) are a no-op unless --force;
+ *     still on top) are a no-op unless --always-refresh;
  *   - something else on top of our overlay refuses the hierarchy; the
  *     others go ahead.
  */
@@ -120,7 +120,7 @@ typedef struct PlanInput {
         const PlanHierarchyInput *hierarchies;
         size_t n_hierarchies;
         const Versions *versions;    /* floors and protection */
-        bool force;
+        bool always_refresh;         /* refresh even if unchanged */
         bool allow_downgrade;        /* every extension (and unrequested removals) */
         char * const *allow_downgrade_names;   /* these extensions only */
         char * const *remove;        /* extensions whose removal was requested */

@@ -26,8 +26,11 @@
  *        a. base     capture it once, before the first merge: a private clone,
  *                    peeled out from under systemd-sysext's overlay if needed
  *        b. stage    attach new images in the staging namespace (staging.c)
- *        c. assemble the overlay there, re-attach clones of nested mounts,
- *                    clone it out detached and private with its flags (overlay.c)
+ *        c. assemble the overlay there (its top layer the metadata layer
+ *                    systemd-sysext writes; past one overlay's capacity,
+ *                    groups of layers nested), re-attach clones of nested
+ *                    mounts, clone it out detached and private with its
+ *                    flags (overlay.c)
  *        d. swap     first merge: on top; otherwise MOVE_MOUNT_BENEATH beneath
  *                    the live top, then unmount the old top (swap.c)
  *        e. record   the generation (/run/tuck), with what is held back
@@ -39,6 +42,8 @@
  *                  what a killed run or StalePolicy=report left behind
  *   8. floors      once more, for what was done: a swap that failed neither
  *                  raises a floor nor spends a decision
+ *   9. manager     one daemon-reload and the unit restarts the extensions that
+ *                  entered, changed or left ask for (reload.c)
  *
  * Every step before 5d works in the staging namespace or on detached mounts:
  * if one fails, the host's mount table is exactly as it was.
@@ -103,6 +108,7 @@ void run_done(Run *run) {
         free(run->inputs);
         free(run->input_index);
         plan_done(&run->plan);
+        manager_request_done(&run->manager);
         staging_close(&run->staging);
         staging_table_done(&run->table);
         versions_done(&run->versions);
@@ -308,7 +314,9 @@ static int inspect_image(Run *run, size_t idx) {
                 log_info("%s: the kernel could not check the root hash signature (activating with it failed: "
                          "%s; it has no key for it, or no DM_VERITY_VERIFY_ROOTHASH_SIG); it was checked in "
                          "userspace against verity.d.", img->path, strerror(-img->kernel_sig));
-        return image_validate(img, fd, &run->host, run->c->root, run->c->config.hierarchies[img->class]);
+        /* --force: no host to match the release file against, as systemd-sysext skips the check. */
+        return image_validate(img, fd, run->o->ignore_release ? NULL : &run->host, run->c->root,
+                              run->c->config.hierarchies[img->class]);
 }
 
 static int run_inspect(Run *run) {
@@ -412,21 +420,34 @@ static int observe_hierarchy(Run *run, size_t i) {
         return 0;
 }
 
-int run_observe(Run *run) {
+/* Every hierarchy's generation record (unprivileged: files in /run/tuck anyone may read). */
+static int run_load_generations(Run *run) {
         run->generations = calloc(run->c->n_hierarchies ?: 1, sizeof(Generation));
+        run->record_errors = calloc(run->c->n_hierarchies ?: 1, sizeof(char *));
+        if (!run->generations || !run->record_errors)
+                return -ENOMEM;
+        for (size_t i = 0; i < run->c->n_hierarchies; i++) {
+                int r = load_generation(run, i);
+
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int run_observe(Run *run) {
+        int r;
+
+        r = run_load_generations(run);
+        if (r < 0)
+                return r;
         run->inputs = calloc(run->c->n_hierarchies ?: 1, sizeof(PlanHierarchyInput));
         run->input_index = calloc(run->c->n_hierarchies ?: 1, sizeof(size_t));
-        run->record_errors = calloc(run->c->n_hierarchies ?: 1, sizeof(char *));
         run->staged = calloc(run->c->n_hierarchies ?: 1, sizeof(bool *));
-        if (!run->generations || !run->inputs || !run->input_index || !run->record_errors || !run->staged)
+        if (!run->inputs || !run->input_index || !run->staged)
                 return -ENOMEM;
 
         for (size_t i = 0; i < run->c->n_hierarchies; i++) {
-                int r;
-
-                r = load_generation(run, i);
-                if (r < 0)
-                        return r;
                 if (!class_selected(run->o, run->c->hierarchies[i].class))
                         continue;
                 r = observe_hierarchy(run, i);
@@ -463,7 +484,7 @@ static int run_plan(Run *run) {
                 .hierarchies = run->inputs,
                 .n_hierarchies = run->n_inputs,
                 .versions = &run->versions,
-                .force = run->o->force,
+                .always_refresh = run->o->always_refresh,
                 .allow_downgrade = run->o->allow_downgrade || run->c->config.allow_downgrade,
                 .allow_downgrade_names = run->o->allow_downgrade_names,
                 .remove = run->o->remove,
@@ -549,12 +570,14 @@ typedef struct SwapJob {
         char *error;                 /* why a step failed */
         bool exposed;                /* the window opened and stayed open: the base shows */
         StaleSnapshot stale;         /* namespaces before the swap */
+        char **preserved;            /* taking systemd-sysext's overlay over: the extensions it had */
 } SwapJob;
 
 static void swap_job_done(SwapJob *j) {
         stale_snapshot_done(&j->stale);
         free(j->base_rel);
         strv_free(j->lowers);
+        strv_free(j->preserved);
         safe_close(j->tree);
         free(j->error);
 }
@@ -714,13 +737,36 @@ static int stage_layers(Run *run, SwapJob *j) {
         return 0;
 }
 
+/* The layers' names bottom to top (the metadata layer's list) and their images top first (messages). */
+static int layer_names(const HierarchyPlan *p, char ***ret_names, char ***ret_images) {
+        _cleanup_strv_free_ char **names = calloc(1, sizeof(char *)), **images = calloc(1, sizeof(char *));
+
+        if (!names || !images)
+                return -ENOMEM;
+        for (size_t k = 0; k < p->n_layers; k++) {
+                const PlanLayer *bottom = &p->layers[k], *top = &p->layers[p->n_layers - 1 - k];
+
+                /* A kept (held back) layer is the current generation's: its record names it. */
+                if (strv_extend(&names, bottom->image ? bottom->image->name : bottom->kept->name) < 0 ||
+                    strv_extend(&images, top->image ? top->image->path : strna(top->kept->image)) < 0)
+                        return -ENOMEM;
+        }
+        *ret_names = TAKE_PTR(names);
+        *ret_images = TAKE_PTR(images);
+        return 0;
+}
+
 /* 5c. Assemble the overlay in the staging namespace, nested mounts re-attached, and clone it out. */
 static int assemble(Run *run, SwapJob *j) {
+        _cleanup_strv_free_ char **names = NULL, **images = NULL;
         Submount *subs = NULL;
         size_t n_subs = 0;
         struct stat st;
         int r;
 
+        r = layer_names(j->p, &names, &images);
+        if (r < 0)
+                return r;
         r = submounts_clone(j->h->full, &subs, &n_subs, &j->error);
         if (r < 0)
                 return r;
@@ -728,7 +774,11 @@ static int assemble(Run *run, SwapJob *j) {
         if (r >= 0) {
                 OverlaySpec spec = {
                         .hid = j->h->id,
+                        .hierarchy = j->h->path,
+                        .class = j->h->class,
                         .lowers = j->lowers,
+                        .layer_images = images,
+                        .extensions = names,
                         .source = image_class_info[j->h->class].overlay_source,
                         .attr = j->attr,
                         .submounts = subs,
@@ -954,6 +1004,9 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
         if (r < 0)
                 return r;
 
+        /* What systemd-sysext had merged stays merged: not new to the service manager. */
+        if (p->live.top == TOP_SYSTEMD)
+                (void) observe_foreign_extensions(j.h, &j.preserved);
         r = ensure_base(run, &j);
         if (r >= 0)
                 r = stage_layers(run, &j);
@@ -977,6 +1030,10 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "the new generation is in place but could not "
                                             "be recorded: %s", strerror(-r));
         report_swapped(hr, &j, &new);
+        r = manager_request_add_swap(&run->manager, j.old, &new, j.preserved);
+        if (r < 0)
+                (void) report_warn(run->report, "%s: cannot tell what the service manager is to do: %s",
+                                   j.h->path, strerror(-r));
         generation_done(j.old);
         *j.old = new;
         stale_after(run, j.h, j.old, replaced_top(p), p->live.top == TOP_SYSTEMD, &j.stale, hr);
@@ -1004,6 +1061,9 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
                 r = -errno;
         if (r < 0)
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "cannot unmount the overlay: %s", strerror(-r));
+
+        if (manager_request_add_all(&run->manager, g) < 0)
+                (void) report_warn(run->report, "%s: cannot tell what the service manager is to do", h->path);
 
         /* The base goes too: the next merge captures the hierarchy as it is then. */
         if (staging_enter(&run->staging) >= 0)
@@ -1198,6 +1258,28 @@ int run_collect(Run *run) {
         return staging_table_save(run->c->run_dir, &run->table);
 }
 
+/* 8. The service manager: daemon-reload and unit restarts, as the extensions that changed ask (reload.h). */
+static void run_manager(Run *run) {
+        ManagerReport *m = &run->report->manager;
+        int policy = run->c->config.reload_manager;
+        const char *skip = NULL;
+
+        if (!run->manager.reload)
+                return;
+        m->asked_by = strv_copy(run->manager.asked_by);
+        if (run->o->no_reload)
+                skip = "--no-reload";
+        else if (policy == 0)
+                skip = "ReloadManager=no";
+        else if (policy < 0 && !streq(run->c->root, "/"))
+                skip = "--root: the host's service manager is not this tree's";
+        if (skip) {
+                m->skipped = strdup(skip);
+                return;
+        }
+        manager_request_execute(&run->manager, m);
+}
+
 /* The steps of merge, refresh and unmerge (see the top of this file). */
 static int run_steps(Run *run) {
         int r;
@@ -1218,6 +1300,8 @@ static int run_steps(Run *run) {
                 r = run_save_floors(run);
         if (r >= 0)
                 r = run_execute(run);
+        if (r >= 0)
+                run_manager(run);
         return r;
 }
 
@@ -1260,9 +1344,36 @@ int tuck_refresh(TuckContext *c, const TuckOptions *o, Report **ret) {
 int tuck_unmerge(TuckContext *c, const TuckOptions *o, Report **ret) {
         return tuck_run(c, VERB_UNMERGE, o, ret);
 }
+/*
+ * list: as root, the images are inspected under the lock (the staged ones
+ * where they are staged, the others mounted detached); otherwise only what
+ * discovery and the generation records tell: no lock, nothing mounted, and
+ * an image is known by its record if it is active.
+ */
+static int list_steps(Run *run, bool privileged) {
+        int r;
+
+        if (!privileged) {
+                r = run_discover(run);
+                for (size_t i = 0; r >= 0 && i < run->n_images; i++)
+                        if (run->images[i]->state == IMAGE_CANDIDATE)
+                                (void) image_fingerprint(run->images[i]);
+                return r < 0 ? r : run_load_generations(run);
+        }
+        r = run_prepare(run);
+        if (r >= 0)
+                r = run_discover(run);
+        if (r >= 0)
+                r = run_inspect(run);
+        if (r >= 0)
+                r = run_observe(run);
+        return r;
+}
+
 int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_error) {
         _cleanup_report_ Report *report = report_new("list");
         Run run = run_new(c, VERB_REFRESH, o, report);
+        bool privileged = geteuid() == 0;
         ImageList *l;
         int r;
 
@@ -1272,18 +1383,13 @@ int tuck_list(TuckContext *c, const TuckOptions *o, ImageList **ret, char **ret_
         l = calloc(1, sizeof(ImageList));
         if (!l)
                 return -ENOMEM;
-        r = run_prepare(&run);
-        if (r >= 0)
-                r = run_discover(&run);
-        if (r >= 0)
-                r = run_inspect(&run);
-        if (r >= 0)
-                r = run_observe(&run);
+        r = list_steps(&run, privileged);
         if (r >= 0) {
                 l->images = TAKE_PTR(run.images);
                 l->n_images = run.n_images;
                 l->generations = TAKE_PTR(run.generations);
                 l->n_generations = c->n_hierarchies;
+                l->inspected = privileged;
         }
         /* Nothing was staged: newly mounted images go when run_done() closes their fds. */
         run_done(&run);

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "mountinfo.h"
@@ -48,6 +49,12 @@ Report *report_free(Report *r) {
         free(r->hierarchies);
         strv_free(r->warnings);
         free(r->message);
+        strv_free(r->manager.asked_by);
+        free(r->manager.skipped);
+        strv_free(r->manager.restarted);
+        strv_free(r->manager.reloaded_or_restarted);
+        strv_free(r->manager.stopped);
+        strv_free(r->manager.failed);
         free(r);
         return NULL;
 }
@@ -193,6 +200,57 @@ static json_object *namespace_to_json(const HealReport *n) {
         return o;
 }
 
+/* "manager: daemon-reload (asked by foo); restarted a.service; ..." */
+static void print_manager(const ManagerReport *m, FILE *f) {
+        static const struct {
+                const char *what;
+                size_t offset;
+        } lists[] = {
+                { "restarted",            offsetof(ManagerReport, restarted) },
+                { "reloaded or restarted", offsetof(ManagerReport, reloaded_or_restarted) },
+                { "stopped (gone)",       offsetof(ManagerReport, stopped) },
+                { "FAILED",               offsetof(ManagerReport, failed) },
+        };
+        _cleanup_free_ char *who = strv_join(m->asked_by, ", ");
+
+        if (strv_length(m->asked_by) == 0)
+                return;
+        if (m->skipped) {
+                fprintf(f, "manager: not asked (%s), though %s ask%s for it\n", m->skipped, strna(who),
+                        strv_length(m->asked_by) == 1 ? "s" : "");
+                return;
+        }
+        fprintf(f, "manager: %s (asked by %s)\n", m->reloaded ? "daemon-reload" : "no daemon-reload", strna(who));
+        for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+                char * const *l = *(char ***) ((const char *) m + lists[i].offset);
+                _cleanup_free_ char *joined = strv_join(l, ", ");
+
+                if (strv_length(l) > 0)
+                        fprintf(f, "manager: %s %s\n", lists[i].what, strna(joined));
+        }
+}
+
+static json_object *strv_to_json(char * const *l) {
+        json_object *a = json_object_new_array();
+
+        STRV_FOREACH(s, l)
+                json_object_array_add(a, json_object_new_string(*s));
+        return a;
+}
+
+static json_object *manager_to_json(const ManagerReport *m) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "asked_by", strv_to_json(m->asked_by));
+        json_object_object_add(o, "skipped", m->skipped ? json_object_new_string(m->skipped) : NULL);
+        json_object_object_add(o, "reloaded", json_object_new_boolean(m->reloaded));
+        json_object_object_add(o, "restarted", strv_to_json(m->restarted));
+        json_object_object_add(o, "reloaded_or_restarted", strv_to_json(m->reloaded_or_restarted));
+        json_object_object_add(o, "stopped", strv_to_json(m->stopped));
+        json_object_object_add(o, "failed", strv_to_json(m->failed));
+        return o;
+}
+
 /* Is @l a layer kept because its extension is held back? */
 static bool layer_is_held(const HierarchyReport *h, const Layer *l) {
         for (size_t k = 0; k < h->n_held; k++)
@@ -231,6 +289,7 @@ void report_print(const Report *r, FILE *f) {
                 for (size_t k = 0; k < h->n_namespaces; k++)
                         print_namespace(h, &h->namespaces[k], f);
         }
+        print_manager(&r->manager, f);
 }
 
 json_object *report_to_json(const Report *r) {
@@ -284,5 +343,6 @@ json_object *report_to_json(const Report *r) {
                 json_object_array_add(a, x);
         }
         json_object_object_add(o, "hierarchies", a);
+        json_object_object_add(o, "manager", manager_to_json(&r->manager));
         return o;
 }

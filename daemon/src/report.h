@@ -47,6 +47,17 @@ typedef struct HierarchyReport {
         unsigned pinned;             /* namespaces pinned so the swap could not loosen them */
 } HierarchyReport;
 
+/* What the service manager was asked after the swaps (reload.h). */
+typedef struct ManagerReport {
+        char **asked_by;             /* extensions that changed and ask for a reload or restarts */
+        char *skipped;               /* why nothing was asked (--no-reload, ...), or NULL */
+        bool reloaded;               /* daemon-reload done */
+        char **restarted;            /* RestartUnit() */
+        char **reloaded_or_restarted;/* ReloadOrRestartUnit() */
+        char **stopped;              /* StopUnit(): the unit was gone */
+        char **failed;               /* "foo.service: why", "daemon-reload: why" */
+} ManagerReport;
+
 typedef struct Report {
         const char *verb;
         HierarchyReport *hierarchies;
@@ -54,6 +65,7 @@ typedef struct Report {
         char **warnings;             /* images skipped, and other things to know */
         int error;                   /* a failure before any hierarchy was looked at */
         char *message;
+        ManagerReport manager;
 } Report;
 
 const char *outcome_to_string(Outcome o);

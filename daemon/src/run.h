@@ -15,6 +15,7 @@
 #include "extension-release.h"
 #include "image.h"
 #include "plan.h"
+#include "reload.h"
 #include "report.h"
 #include "staging.h"
 #include "state.h"
@@ -49,6 +50,7 @@ typedef struct Run {
         Plan plan;
         bool listing;                /* tuck_list(): look, never change the staging namespace */
         int beneath;                 /* -1: not probed yet */
+        ManagerRequest manager;      /* what the swaps ask of the service manager */
         ScanBudget budget;           /* every scan and heal of the run (nsscan.h) */
 } Run;
 

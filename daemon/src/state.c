@@ -23,6 +23,8 @@ void layer_done(Layer *l) {
         free(l->version);
         free(l->image);
         free(l->fingerprint);
+        strv_free(l->restart_units);
+        strv_free(l->reload_or_restart_units);
         *l = (Layer) {};
 }
 
@@ -33,9 +35,13 @@ int layer_copy(Layer *dst, const Layer *src) {
                 .version = strdup_or_null(src->version),
                 .image = strdup_or_null(src->image),
                 .fingerprint = strdup(src->fingerprint),
+                .reload_manager = src->reload_manager,
+                .restart_units = src->restart_units ? strv_copy(src->restart_units) : NULL,
+                .reload_or_restart_units = src->reload_or_restart_units ? strv_copy(src->reload_or_restart_units) : NULL,
         };
         if (!dst->name || !dst->extension || !dst->fingerprint || (src->version && !dst->version) ||
-            (src->image && !dst->image)) {
+            (src->image && !dst->image) || (src->restart_units && !dst->restart_units) ||
+            (src->reload_or_restart_units && !dst->reload_or_restart_units)) {
                 layer_done(dst);
                 return -ENOMEM;
         }
@@ -106,6 +112,17 @@ static int member_devnum(json_object *o, const char *key, dev_t *ret, char **ret
         return 0;
 }
 
+/* A list of strings, left out when empty (older records have none). */
+static void jadd_strv(json_object *o, const char *key, char * const *l) {
+        json_object *a;
+
+        if (strv_length(l) == 0)
+                return;
+        a = json_object_new_array();
+        STRV_FOREACH(s, l)
+                json_object_array_add(a, json_object_new_string(*s));
+        json_object_object_add(o, key, a);
+}
 static int jadd_dev(json_object *o, const char *key, dev_t d) {
         _cleanup_free_ char *s = format_devnum(d);
 
@@ -141,6 +158,10 @@ json_object *generation_to_json(const Generation *g) {
                 json_add_string(l, "version", g->layers[i].version);
                 json_add_string(l, "image", g->layers[i].image);
                 json_add_string(l, "fingerprint", g->layers[i].fingerprint);
+                if (g->layers[i].reload_manager)
+                        json_object_object_add(l, "reload_manager", json_object_new_boolean(true));
+                jadd_strv(l, "restart_units", g->layers[i].restart_units);
+                jadd_strv(l, "reload_or_restart_units", g->layers[i].reload_or_restart_units);
                 json_object_array_add(layers, l);
         }
         json_object_object_add(o, "layers", layers);
@@ -164,6 +185,7 @@ json_object *generation_to_json(const Generation *g) {
 
 /* The members of a layer; required ones are name, extension and fingerprint. */
 static int layer_from_json(json_object *l, Layer *x, char **ret_error) {
+        int r;
         struct {
                 const char *key;
                 char **field;
@@ -182,7 +204,6 @@ static int layer_from_json(json_object *l, Layer *x, char **ret_error) {
         }
         for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
                 const char *v = NULL;
-                int r;
 
                 r = json_member_string(l, fields[i].key, &v, ret_error);
                 if (r < 0)
@@ -194,7 +215,12 @@ static int layer_from_json(json_object *l, Layer *x, char **ret_error) {
                 if (free_and_strdup(fields[i].field, v) < 0)
                         return -ENOMEM;
         }
-        return 0;
+        r = json_member_bool(l, "reload_manager", &x->reload_manager, ret_error);
+        if (r >= 0)
+                r = json_member_strv(l, "restart_units", &x->restart_units, ret_error);
+        if (r >= 0)
+                r = json_member_strv(l, "reload_or_restart_units", &x->reload_or_restart_units, ret_error);
+        return r < 0 ? r : 0;
 }
 
 static int past_from_json(json_object *h, PastOverlay *ret, char **ret_error) {

@@ -35,6 +35,11 @@ typedef struct Layer {
         char *version;       /* NULL: unversioned */
         char *image;         /* path it was activated from */
         char *fingerprint;
+        /* What its release file asks of the service manager when it enters, changes or
+         * leaves (reload.h): kept so a removal knows what the image said. */
+        bool reload_manager;             /* EXTENSION_RELOAD_MANAGER=1 */
+        char **restart_units;            /* EXTENSION_RESTART_UNITS= */
+        char **reload_or_restart_units;  /* EXTENSION_RELOAD_OR_RESTART_UNITS= */
 } Layer;
 
 #define GENERATION_HISTORY_MAX 64

@@ -35,7 +35,14 @@ static inline const char *tuck_bus_error_name(int error) {
         }
 }
 
-/* The flags of Merge(t), Refresh(t) and Unmerge(t). */
-#define TUCK_BUS_FLAG_FORCE           (UINT64_C(1) << 0)   /* --force: refresh even if unchanged */
+/* The flags of Merge(t), Refresh(t) and Unmerge(t). Bit 0 was called FORCE before
+ * tuckctl's --force took systemd-sysext's meaning; its wire meaning is unchanged. */
+#define TUCK_BUS_FLAG_ALWAYS_REFRESH  (UINT64_C(1) << 0)   /* --always-refresh: refresh even if unchanged */
 #define TUCK_BUS_FLAG_ALLOW_DOWNGRADE (UINT64_C(1) << 1)   /* --allow-downgrade */
-#define _TUCK_BUS_FLAGS_ALL           (TUCK_BUS_FLAG_FORCE | TUCK_BUS_FLAG_ALLOW_DOWNGRADE)
+#define TUCK_BUS_FLAG_IGNORE_RELEASE  (UINT64_C(1) << 2)   /* --force: ignore version incompatibilities */
+#define TUCK_BUS_FLAG_NO_RELOAD       (UINT64_C(1) << 3)   /* --no-reload */
+#define TUCK_BUS_FLAG_SYSEXT          (UINT64_C(1) << 4)   /* only sysext hierarchies (with CONFEXT: both) */
+#define TUCK_BUS_FLAG_CONFEXT         (UINT64_C(1) << 5)   /* only confext hierarchies */
+#define _TUCK_BUS_FLAGS_ALL           (TUCK_BUS_FLAG_ALWAYS_REFRESH | TUCK_BUS_FLAG_ALLOW_DOWNGRADE | \
+                                       TUCK_BUS_FLAG_IGNORE_RELEASE | TUCK_BUS_FLAG_NO_RELOAD |       \
+                                       TUCK_BUS_FLAG_SYSEXT | TUCK_BUS_FLAG_CONFEXT)

@@ -9,7 +9,7 @@
  *   TuckContext *c;
  *   tuck_context_new("/", NULL, &c, &error);
  *   Report *report;
- *   r = tuck_refresh(c, &(TuckOptions) { .force = true }, &report);
+ *   r = tuck_refresh(c, &(TuckOptions) { .always_refresh = true }, &report);
  *   report_print(report, stdout);
  *
  * Return values: <0 failure (some hierarchy failed or was refused; the report
@@ -32,8 +32,9 @@
 typedef struct TuckContext TuckContext;
 
 typedef struct TuckHierarchy {
-        char *path;          /* "/usr": as configured, without the root prefix */
-        char *full;          /* with the root prefix: where it is mounted here */
+        char *path;          /* "/usr": as configured (canonical), without the root prefix */
+        char *full;          /* where it is mounted here: root prefix applied, symlinks
+                              * resolved inside the root (/opt -> var/opt) */
         char *id;            /* "usr": file and directory name form */
         ImageClass class;
 } TuckHierarchy;
@@ -62,7 +63,10 @@ typedef struct TuckHooks {
 
 typedef struct TuckOptions {
         unsigned classes;        /* 1 << IMAGE_SYSEXT | 1 << IMAGE_CONFEXT; 0 means both */
-        bool force;              /* refresh even if inputs are unchanged */
+        bool always_refresh;     /* refresh even if inputs are unchanged (--always-refresh) */
+        bool ignore_release;     /* --force: merge extensions whose release file does not
+                                  * match the host (ID, VERSION_ID, *_LEVEL, ARCHITECTURE, SCOPE) */
+        bool no_reload;          /* --no-reload: no manager reload, no unit restarts */
         bool allow_downgrade;    /* older versions and unrequested removals, every extension */
         char **allow_downgrade_names;   /* the same for these extensions only */
         bool allow_window;       /* without MOVE_MOUNT_BENEATH: unmount, then mount */

@@ -84,6 +84,38 @@ char *path_join_real(const char *first, ...) {
         return r;
 }
 
+int path_canonicalize(const char *path, char **ret) {
+        _cleanup_free_ char *c = NULL;
+        char *q;
+
+        if (!path || path[0] != '/')
+                return -EINVAL;
+        c = malloc(strlen(path) + 1);
+        if (!c)
+                return -ENOMEM;
+        q = c;
+        for (const char *p = path; *p; ) {
+                size_t n;
+
+                p += strspn(p, "/");
+                n = strcspn(p, "/");
+                if (n == 0)
+                        break;
+                /* "." and ".." name other directories than they seem to: refused, never guessed. */
+                if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+                        return -EINVAL;
+                *q++ = '/';
+                memcpy(q, p, n);
+                q += n;
+                p += n;
+        }
+        if (q == c)
+                *q++ = '/';
+        *q = 0;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
 char *strstrip(char *s) {
         char *e;
 

@@ -48,6 +48,12 @@ char *strjoin_real(const char *first, ...);
 char *path_join_real(const char *first, ...);
 /* Join path components with exactly one '/' between them; NULL or "" components are skipped. */
 #define path_join(...) path_join_real(__VA_ARGS__, NULL)
+/*
+ * An absolute path in canonical form: one '/' between components, none at
+ * the end ("/usr//lib/" -> "/usr/lib"). -EINVAL for a relative path or one
+ * with "." or ".." components.
+ */
+int path_canonicalize(const char *path, char **ret);
 char *strstrip(char *s);
 /* Sets *ret_reason (if asked for) and returns 0: "not so, and why", for checks that return 1 when fine. */
 int refuse_with(char **ret_reason, const char *fmt, ...) _printf_(2, 3);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
 
@@ -106,10 +107,18 @@ static int append_options(sd_bus_message *m, const TuckOptions *o) {
         uint64_t flags = 0;
         int r;
 
-        if (o->force)
-                flags |= TUCK_BUS_FLAG_FORCE;
+        if (o->always_refresh)
+                flags |= TUCK_BUS_FLAG_ALWAYS_REFRESH;
+        if (o->ignore_release)
+                flags |= TUCK_BUS_FLAG_IGNORE_RELEASE;
+        if (o->no_reload)
+                flags |= TUCK_BUS_FLAG_NO_RELOAD;
         if (o->allow_downgrade)
                 flags |= TUCK_BUS_FLAG_ALLOW_DOWNGRADE;
+        if (o->classes & (1u << IMAGE_SYSEXT))
+                flags |= TUCK_BUS_FLAG_SYSEXT;
+        if (o->classes & (1u << IMAGE_CONFEXT))
+                flags |= TUCK_BUS_FLAG_CONFEXT;
         r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r >= 0)
                 r = sd_bus_message_append(m, "{sv}", "flags", "t", flags);
@@ -190,10 +199,14 @@ int tuckctl_bus_try(const char *verb, const char *root, const TuckOptions *o, bo
         int r;
 
         *ret_handled = false;
-        if (json || o->allow_window || o->classes != 0)
+        if (json || o->allow_window)
                 return 0;
         if (!streq(verb, "merge") && !streq(verb, "refresh") && !streq(verb, "unmerge"))
                 return 0;
+        /* Hierarchies of our own choosing are not tuckd's. */
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                if (getenv(image_class_info[k].hierarchies_env))
+                        return 0;
         r = tuckctl_bus_available(root);
         if (r <= 0) {
                 if (r < 0)

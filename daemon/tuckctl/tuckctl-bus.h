@@ -34,7 +34,8 @@ int tuckctl_bus_json(const char *method);
 
 /*
  * tuckctl's hook: run @verb through tuckd if it runs for @root and @o says
- * nothing D-Bus cannot carry (--allow-window, a class filter);
+ * nothing D-Bus cannot carry (--allow-window), and no
+ * $SYSTEMD_*_HIERARCHIES chooses other hierarchies than tuckd's;
  * @json also means direct (tuckd answers with a boolean, not a report).
  * Sets *ret_handled; when true, the return value is the verb's result.
  */

@@ -301,7 +301,11 @@ int engine_run(Engine *e, EngineVerb verb, const EngineRequest *req, StalePolicy
                 .userdata = e,
         };
         TuckOptions o = {
-                .force = req->flags & TUCK_BUS_FLAG_FORCE,
+                .classes = (req->flags & TUCK_BUS_FLAG_SYSEXT ? 1u << IMAGE_SYSEXT : 0) |
+                           (req->flags & TUCK_BUS_FLAG_CONFEXT ? 1u << IMAGE_CONFEXT : 0),
+                .always_refresh = req->flags & TUCK_BUS_FLAG_ALWAYS_REFRESH,
+                .ignore_release = req->flags & TUCK_BUS_FLAG_IGNORE_RELEASE,
+                .no_reload = req->flags & TUCK_BUS_FLAG_NO_RELOAD,
                 .allow_downgrade = req->flags & TUCK_BUS_FLAG_ALLOW_DOWNGRADE,
                 .allow_downgrade_names = req->allow_downgrade,
                 .remove = req->remove,
@@ -349,7 +353,7 @@ int engine_status_json(Engine *e, char **ret, char **ret_error) {
         Status *s = NULL;
         int r;
 
-        r = tuck_status(e->ctx, &s);
+        r = tuck_status(e->ctx, NULL, &s);
         if (r < 0)
                 return r;
         r = json_to_string(status_to_json(s), ret);

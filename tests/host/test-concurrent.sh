@@ -24,7 +24,7 @@ worker() {
         local w=$1 i fails=0
         for ((i = 0; i < EACH; i++)); do
                 if (((w + i) % 2)); then link_img "$b" foo; else link_img "$a" foo; fi
-                tuck refresh --force -q || fails=$((fails + 1))
+                tuck refresh --always-refresh -q || fails=$((fails + 1))
         done
         echo "$fails" >"$ROOT/tmp/worker-$w"
 }

@@ -183,7 +183,7 @@ check "the generation record says so" grep -q '"window":true' <<<"$(tr -d ' \n' 
 # place; the next refresh merges again.
 rc=0
 out=$("$TUCK_FAULT" --hide-beneath --fail=move_mount:EIO:4=0x4 -- \
-        "$TUCKCTL" --root="$ROOT" refresh --force --allow-window 2>&1) || rc=$?
+        "$TUCKCTL" --root="$ROOT" refresh --always-refresh --allow-window 2>&1) || rc=$?
 diag "$out"
 expect_eq "a window that cannot be closed fails (exit status)" "$rc" 1
 check "and says the base shows, not that the old generation is in place" grep -q \
@@ -216,7 +216,7 @@ check "with the faults gone the same refresh succeeds" grep -q '^/usr: refreshed
 
 # --- a crash in the middle of a refresh -------------------------------------------
 setup_merged
-staging_mounts() { python3 -c 'import json,sys; print(json.load(sys.stdin)["staging_mounts"])' <<<"$(tuck status --json)"; }
+staging_mounts() { python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["staging_mounts"])' <<<"$(tuck status --json)"; }
 normal=$(staging_mounts)
 install_img "$(mkimg foo 2.1 sysext B)" foo
 # Killed (SIGSYS) right after the overlay was assembled in the staging namespace,

@@ -29,9 +29,9 @@ expect_eq "the last in version order is on top (ext127 after ext99)" "$(probe_la
 opts=$(awk -v t="$ROOT/usr" '$5 == t { print $NF }' /proc/self/mountinfo)
 lowerdir=${opts#*lowerdir=}
 lowerdir=${lowerdir%%,*}
-diag "lowerdir= is ${#lowerdir} bytes for $((N + 1)) layers"
+diag "lowerdir= is ${#lowerdir} bytes for $((N + 2)) layers"
 check "the lowerdir option exceeds 6.1's 256-byte fsconfig limit (${#lowerdir} bytes) and still mounted" \
         test "${#lowerdir}" -gt 256
-expect_eq "$((N + 1)) lower layers (extensions + base)" "$(tr ':' '\n' <<<"$lowerdir" | wc -l)" $((N + 1))
-check "a forced refresh of $N layers" grep -q '^/usr: refreshed' <<<"$(tuck refresh --force)"
+expect_eq "$((N + 2)) lower layers (metadata, extensions, base)" "$(tr ':' '\n' <<<"$lowerdir" | wc -l)" $((N + 2))
+check "a forced refresh of $N layers" grep -q '^/usr: refreshed' <<<"$(tuck refresh --always-refresh)"
 tap_done

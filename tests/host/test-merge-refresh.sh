@@ -56,7 +56,7 @@ diag "$out"
 check "refresh with unchanged inputs says so and does nothing" grep -q '^/usr: unchanged' <<<"$out"
 before=$(host_mountinfo)
 staged_before=$(python3 -c 'import json,sys; print(sorted(i["id"] for i in json.load(open(sys.argv[1]))["images"]))' "$ROOT/run/tuck/staging.json")
-check "--force refreshes anyway" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$(tuck refresh --force)"
+check "--always-refresh refreshes anyway" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$(tuck refresh --always-refresh)"
 check "a forced refresh replaced the overlay mount" test "$before" != "$(host_mountinfo)"
 expect_eq "unchanged images kept their staged mounts (same staging IDs)" \
         "$(python3 -c 'import json,sys; print(sorted(i["id"] for i in json.load(open(sys.argv[1]))["images"]))' "$ROOT/run/tuck/staging.json")" \
@@ -95,8 +95,9 @@ json=$(tuck status --json)
 check "status --json is JSON with generation 5 and the layer's version" python3 -c '
 import json, sys
 s = json.load(sys.stdin)
-usr = [h for h in s["hierarchies"] if h["hierarchy"] == "/usr"][0]
+usr = [h for h in s if h["hierarchy"] == "/usr"][0]
 assert usr["generation"] == 5 and usr["merged"] and usr["on_top"], usr
+assert usr["extensions"] == ["foo"] and usr["since"] == usr["since_usec"] > 0, usr
 assert [l["version"] for l in usr["layers"]] == ["1.1"], usr["layers"]
 states = {v["pid"]: v["state"] for v in usr["namespaces"]}
 assert states['"$plain"'] == "current", states

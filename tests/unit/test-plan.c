@@ -61,7 +61,7 @@ typedef struct Case {
         const char *floors;          /* "foo:2.0 bar:1.0" */
         const char *protect;         /* protected in /usr; NULL: the current generation's extensions */
         const char *unstaged;        /* current layers whose image is no longer staged */
-        bool legacy, force, allow_downgrade;
+        bool legacy, always_refresh, allow_downgrade;
         const char *allow;           /* --allow-downgrade=NAME, space-separated */
         const char *remove;
         PlanAction action;
@@ -140,7 +140,7 @@ static void run(const Case *c) {
                 .hierarchies = &h,
                 .n_hierarchies = 1,
                 .versions = &v,
-                .force = c->force,
+                .always_refresh = c->always_refresh,
                 .allow_downgrade = c->allow_downgrade,
                 .allow_downgrade_names = allow,
                 .remove = c->remove ? remove : NULL,
@@ -296,8 +296,8 @@ int main(void) {
                 { "nothing to merge", VERB_REFRESH, TOP_BASE, {}, .action = PLAN_NOTHING, .reason_contains = "no extensions" },
                 { "unchanged inputs: no-op", VERB_REFRESH, TOP_OURS, { img("foo", "1", "f1", true) },
                   .current = "foo:1:f1", .action = PLAN_KEEP, .reason_contains = "unchanged" },
-                { "unchanged, --force", VERB_REFRESH, TOP_OURS, { img("foo", "1", "f1", true) },
-                  .current = "foo:1:f1", .force = true, .action = PLAN_REFRESH },
+                { "unchanged, --always-refresh", VERB_REFRESH, TOP_OURS, { img("foo", "1", "f1", true) },
+                  .current = "foo:1:f1", .always_refresh = true, .action = PLAN_REFRESH },
                 { "new image content", VERB_REFRESH, TOP_OURS, { img("foo", "1", "f2", true) },
                   .current = "foo:1:f1", .action = PLAN_REFRESH },
                 { "upgrade", VERB_REFRESH, TOP_OURS, { img("foo", "2.1", "f2", true) },
