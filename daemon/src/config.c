@@ -130,6 +130,7 @@ int config_init_defaults(TuckConfig *c) {
                 .scan_namespace_usec = SCAN_NAMESPACE_USEC_DEFAULT,
                 .scan_refresh_usec = SCAN_REFRESH_USEC_DEFAULT,
                 .scan_max_mounts = SCAN_MAX_MOUNTS_DEFAULT,
+                .scan_heal_usec = SCAN_HEAL_USEC_DEFAULT,
         };
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
                 c->image_policy[k] = IMAGE_POLICY_DEFAULT;
@@ -237,7 +238,8 @@ static int parse_restart_units(const char *value, unsigned line, char ***target,
 
 static int parse_scan(ParseState *s, const char *key, const char *value, unsigned line) {
         uint64_t *usec = streq(key, "NamespaceBudgetSec") ? &s->config->scan_namespace_usec :
-                         streq(key, "RefreshBudgetSec") ? &s->config->scan_refresh_usec : NULL;
+                         streq(key, "RefreshBudgetSec") ? &s->config->scan_refresh_usec :
+                         streq(key, "HealBudgetSec") ? &s->config->scan_heal_usec : NULL;
         uint64_t v;
         char *end;
 

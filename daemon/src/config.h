@@ -40,6 +40,7 @@
  *   NamespaceBudgetSec=500ms
  *   RefreshBudgetSec=10s
  *   MaxMounts=10000
+ *   HealBudgetSec=5s
  *
  * Sections and keys libtuck does not know (the rest of [Daemon], read by
  * tuckd) are left to their readers: ini_parse() hands every assignment to a
@@ -76,6 +77,7 @@ typedef struct TuckConfig {
         uint64_t scan_namespace_usec;   /* [Scan] NamespaceBudgetSec= */
         uint64_t scan_refresh_usec;     /* [Scan] RefreshBudgetSec= */
         unsigned scan_max_mounts;       /* [Scan] MaxMounts= */
+        uint64_t scan_heal_usec;        /* [Scan] HealBudgetSec= */
 } TuckConfig;
 
 #define USEC_PER_SEC UINT64_C(1000000)

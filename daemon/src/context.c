@@ -22,6 +22,7 @@ ScanBudget context_scan_budget(const TuckContext *c, const TuckHooks *hooks) {
                 .namespace_usec = c->config.scan_namespace_usec,
                 .refresh_usec = c->config.scan_refresh_usec,
                 .max_mounts = c->config.scan_max_mounts,
+                .heal_usec = c->config.scan_heal_usec,
                 .run_dir = c->run_dir,
                 .keepalive = hooks && hooks->keepalive ? hooks->keepalive : c->keepalive,
                 .userdata = hooks && hooks->keepalive ? hooks->userdata : c->keepalive_userdata,
@@ -52,6 +53,7 @@ int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
         c->config.scan_namespace_usec = n.scan_namespace_usec;
         c->config.scan_refresh_usec = n.scan_refresh_usec;
         c->config.scan_max_mounts = n.scan_max_mounts;
+        c->config.scan_heal_usec = n.scan_heal_usec;
         config_done(&n);
         return 0;
 }

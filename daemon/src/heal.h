@@ -15,10 +15,19 @@
  *     (systemd #9857).
  *
  * Which namespaces see what is nsscan.c's job (read through /proc/PID/root,
- * never entering a namespace). Healing enters one (a forked child, setns)
- * and does the host's beneath swap there with a clone of the host's new top
- * whose flags are the stale top's, or restores the flags in place when only
- * they were lost.
+ * never entering a namespace). Healing enters one (a forked worker, setns,
+ * with a deadline: HealBudgetSec=) and does the host's swap there, with the
+ * host's primitive (swap.h): a clone of the host's new top whose flags are
+ * the stale top's, beneath the stale top, with every mount the namespace
+ * has below its top carried onto it first (carry.h: its sandbox, its
+ * volumes), then the stale top goes. Or it restores the flags on the top
+ * alone when only they were lost. All or nothing: a mount that cannot be
+ * carried leaves the namespace as it was, reported with the reason.
+ *
+ * A namespace owned by a user namespace other than ours is never entered:
+ * a mount tuck made there would not be MNT_LOCKED, nor its flags locked, so
+ * that namespace's owner could unmount what covers part of the hierarchy,
+ * or clear nodev. It is reported instead.
  */
 
 #include <errno.h>
@@ -35,6 +44,7 @@ typedef enum HealAction {
         HEAL_ATTR,              /* current content, loosened flags: restore them */
         HEAL_PIN,               /* before a swap: cover a propagated copy with a private
                                  * clone of itself, so the swap cannot loosen it */
+        HEAL_UNPIN,             /* the swap did not happen: the pin goes again */
         _HEAL_ACTION_MAX,
 } HealAction;
 
@@ -46,16 +56,30 @@ const char *heal_action_to_string(HealAction a);
  */
 HealAction heal_plan(const NamespaceView *before, const NamespaceView *now, dev_t new_dev);
 
+/* What heal_apply() did. */
+typedef struct HealResult {
+        int stage;              /* HEAL_SWAP: how far its swap got (SwapStage, swap.h) */
+        unsigned carried;       /* HEAL_SWAP: the namespace's own mounts carried onto the new tree */
+        uint64_t pin_id;        /* HEAL_PIN: the pin's mount ID in that namespace */
+        char *error;            /* why not, in words (NULL: errno says it) */
+} HealResult;
+
+void heal_result_done(HealResult *r);
+
 /*
- * Apply @action in @now's namespace. @host_fd is an O_PATH fd of the host's
- * new top at the hierarchy (taken in the host namespace); @attr the flags to
- * keep (the view's flags before the swap). HEAL_SWAP clones @host_fd's tree,
- * sets @attr on it, moves it beneath the stale top and unmounts that top;
- * HEAL_ATTR sets @attr on the top in place. The namespace is re-checked
- * inside: if its top is no longer the one in @now, nothing is done and
- * -ESTALE is returned. Returns 0 on success, negative errno otherwise.
+ * Apply @action in @now's namespace, in a worker entering it (see above),
+ * within @budget (NULL: the defaults). @host_fd is an O_PATH fd of the
+ * host's new top at the hierarchy (taken in the host namespace); @attr the
+ * flags the namespace wants. HEAL_SWAP replaces its top (swap.h); HEAL_ATTR
+ * sets @attr on the top in place, on it alone; HEAL_PIN covers it with a
+ * private clone of itself (ret->pin_id), HEAL_UNPIN unmounts pin @pin_id.
+ * The namespace is re-checked inside: if its top is no longer the one in
+ * @now (or the pin), nothing is done and -ESTALE is returned. -EPERM: owned
+ * by another user namespace, never entered. Returns 0 on success, negative
+ * errno otherwise, with ret->error saying why where it can.
  */
-int heal_apply(const NamespaceView *now, HealAction action, int host_fd, uint64_t attr);
+int heal_apply(const NamespaceView *now, HealAction action, int host_fd, uint64_t attr, uint64_t pin_id,
+               ScanBudget *budget, HealResult *ret);
 
 /* One namespace that did not follow a swap, and what became of it. */
 typedef struct HealReport {
@@ -63,6 +87,9 @@ typedef struct HealReport {
         uint64_t want_attr;     /* flags it had before the swap */
         HealAction action;      /* what it needed */
         int result;             /* 0 healed, <0 failed, 1 left alone (report/restart) */
+        int stage;              /* a swap's SwapStage (swap.h) */
+        unsigned carried;       /* a swap: its own mounts carried onto the new tree */
+        char *reason;           /* why a heal failed, in words, or NULL */
         char *outcome;          /* in words, for logs and reports (stale.c); may be NULL */
 } HealReport;
 
@@ -92,7 +119,8 @@ typedef struct NsWant {
  * Unreadable views are reported as failed.
  */
 int heal_views(const char *root, const char *path, int host_fd, NamespaceView *now, size_t n_now,
-               const NsWant *want, size_t n_want, bool heal, HealReport **ret, size_t *ret_n);
+               const NsWant *want, size_t n_want, bool heal, ScanBudget *budget, HealReport **ret,
+               size_t *ret_n);
 
 /*
  * Around one swap of @hierarchy (root prefix applied). Before:
@@ -106,16 +134,21 @@ int heal_snapshot(const char *root, const char *hierarchy, const dev_t *devs, si
 
 /*
  * Before a swap: a namespace whose top is a propagated copy (a slave of the
- * host's top) with stricter flags than the host's would receive the new
- * overlay with the host's flags (systemd #9857). Pin it: mount a private
- * clone of its own top over it with its flags (same content, so readers see
- * no change); the swap then leaves it on the old generation and
- * heal_after_swap() swaps it the atomic way, never loosened. @host_attr are
- * the host top's flags. Returns the number of namespaces pinned; failures
- * are left to heal_after_swap() (which then restores flags afterwards).
+ * host's top) with stricter flags than the host's and nothing of its own
+ * below would receive the new overlay with the host's flags (systemd #9857).
+ * Pin it: mount a private clone of its own top over it with its flags (same
+ * content, so readers see no change); the swap then leaves it on the old
+ * generation and heal_after_swap() swaps it the atomic way, never
+ * loosened. @host_attr are the host top's flags. Returns the number of
+ * namespaces pinned, each pin's mount ID in @ret_pins (0: not pinned; @n of
+ * them); failures are left to heal_after_swap() (which then restores flags
+ * afterwards). heal_unpin() takes them away again when the swap did not
+ * happen.
  */
-int heal_pin_loosenable(const NamespaceView *views, size_t n, uint64_t host_attr);
+int heal_pin_loosenable(const NamespaceView *views, size_t n, uint64_t host_attr, ScanBudget *budget,
+                        uint64_t *ret_pins);
+void heal_unpin(const NamespaceView *views, size_t n, const uint64_t *pins, ScanBudget *budget);
 int heal_after_swap(const char *root, const char *hierarchy, int host_fd,
                     const dev_t *devs, size_t n_devs,
-                    const NamespaceView *before, size_t n_before, bool heal,
+                    const NamespaceView *before, size_t n_before, bool heal, ScanBudget *budget,
                     HealReport **ret, size_t *ret_n);

@@ -68,6 +68,9 @@ typedef struct ScanBudget {
         uint64_t namespace_usec;     /* one namespace: its walk, its mount table */
         uint64_t refresh_usec;       /* all of them, from the first scan of the run on */
         unsigned max_mounts;         /* a mount table longer than this is not read */
+        uint64_t heal_usec;          /* one heal (heal.c): entering a namespace, carrying its
+                                      * mounts, the swap there; started only while the run's
+                                      * time is not used up */
         uint64_t deadline;           /* CLOCK_MONOTONIC; 0: set by the first scan */
         const char *run_dir;         /* <root>/run/tuck: stuck scans are remembered there (or NULL) */
         void (*keepalive)(void *userdata);   /* called while waiting (tuckd: the watchdog) */
@@ -77,12 +80,14 @@ typedef struct ScanBudget {
 #define SCAN_NAMESPACE_USEC_DEFAULT (500 * UINT64_C(1000))
 #define SCAN_REFRESH_USEC_DEFAULT (10 * UINT64_C(1000000))
 #define SCAN_MAX_MOUNTS_DEFAULT 10000U
+#define SCAN_HEAL_USEC_DEFAULT (5 * UINT64_C(1000000))
 
 #define SCAN_BUDGET_DEFAULT                                           \
         (ScanBudget) {                                                \
                 .namespace_usec = SCAN_NAMESPACE_USEC_DEFAULT,        \
                 .refresh_usec = SCAN_REFRESH_USEC_DEFAULT,            \
                 .max_mounts = SCAN_MAX_MOUNTS_DEFAULT,                \
+                .heal_usec = SCAN_HEAL_USEC_DEFAULT,                  \
         }
 
 /* Starts the run's clock (once). */

@@ -171,103 +171,9 @@ int overlay_options(char * const *lowers, char **ret) {
         return 0;
 }
 
-void submounts_free(Submount *s, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(s[i].relative);
-                safe_close(s[i].fd);
-        }
-        free(s);
-}
-
-/* A recursive clone of the mount at path, private while it waits in the staging namespace. */
-static int submount_clone_one(const char *path) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
-        fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-        if (fd < 0)
-                return -errno;
-        /* Attached beneath a shared parent, the new tree gets fresh peer groups and
-         * propagates to the slaves like any new mount. */
-        r = mount_make_private(fd, true);
-        if (r < 0)
-                return r;
-        return TAKE_FD(fd);
-}
-
-int submounts_clone(const char *path, Submount **ret, size_t *ret_n, char **ret_error) {
-        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
-        _cleanup_strv_free_ char **rels = NULL;
-        Submount *s;
-        size_t n = 0;
-        uint64_t id;
-        int r;
-
-        r = mount_table_read(0, &tb);
-        if (r < 0)
-                return r;
-        r = path_get_mnt_id(AT_FDCWD, path, &id);
-        if (r < 0)
-                return r;
-        r = mount_table_submounts(tb, (int) id, path, &rels);
-        if (r < 0)
-                return r;
-        s = calloc(strv_length(rels) ?: 1, sizeof(Submount));
-        if (!s)
-                return -ENOMEM;
-        STRV_FOREACH(rel, rels) {
-                _cleanup_free_ char *p = path_join(path, *rel);
-                Submount *m = &s[n++];
-
-                *m = (Submount) { .relative = strdup(*rel), .fd = -EBADF };
-                if (!p || !m->relative) {
-                        r = -ENOMEM;
-                        break;
-                }
-                r = m->fd = submount_clone_one(p);
-                if (r < 0) {
-                        (void) asprintf_safe(ret_error, "cannot clone nested mount '%s': %s", p, strerror(-r));
-                        break;
-                }
-        }
-        if (r < 0) {
-                submounts_free(s, n);
-                return r;
-        }
-        *ret = s;
-        *ret_n = n;
-        return 0;
-}
-
 static unsigned long ms_flags_from_attr(uint64_t attr) {
         return (attr & MOUNT_ATTR_RDONLY ? MS_RDONLY : 0) | (attr & MOUNT_ATTR_NOSUID ? MS_NOSUID : 0) |
                (attr & MOUNT_ATTR_NODEV ? MS_NODEV : 0) | (attr & MOUNT_ATTR_NOEXEC ? MS_NOEXEC : 0);
-}
-
-static int attach_submounts(const OverlaySpec *spec, const char *where, char **ret_error) {
-        for (size_t i = 0; i < spec->n_submounts; i++) {
-                _cleanup_free_ char *target = path_join(where, spec->submounts[i].relative);
-                struct stat st;
-
-                if (!target)
-                        return -ENOMEM;
-                /* The mount point must exist in the new tree: we never create directories in it. */
-                if (stat(target, &st) < 0) {
-                        int r = -errno;
-
-                        (void) asprintf_safe(ret_error, "nested mount '%s' has no mount point in the new generation "
-                                             "(%s)", spec->submounts[i].relative, strerror(-r));
-                        return r;
-                }
-                if (move_mount(spec->submounts[i].fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-                        int r = -errno;
-
-                        (void) asprintf_safe(ret_error, "cannot re-attach nested mount '%s': %s",
-                                             spec->submounts[i].relative, strerror(-r));
-                        return r;
-                }
-        }
-        return 0;
 }
 
 /* ---------------------------------------------------------------- whiteouts */
@@ -522,17 +428,13 @@ int overlay_assemble(Staging *s, const OverlaySpec *spec, char **ret_error) {
         /* The overlay holds private clones of its layers: the staged ones can go. */
         (void) staging_detach(s, meta);
         detach_all(s, groups);
-        r = attach_submounts(spec, where, ret_error);
-        if (r < 0)
-                goto fail;
-
         tree = open_tree(AT_FDCWD, where, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
         if (tree < 0) {
                 r = -errno;
                 (void) asprintf_safe(ret_error, "cannot clone the assembled overlay: %s", strerror(-r));
                 goto fail;
         }
-        /* Only the root: re-attached submounts keep their own flags. */
+        /* Only the root (a nested group of layers below keeps its own). */
         if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
                 r = -errno;
                 (void) asprintf_safe(ret_error, "cannot set attributes on the new overlay: %s", strerror(-r));

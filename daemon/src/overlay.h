@@ -51,18 +51,6 @@
  */
 int image_mount_detached(Image *i, int *ret_fd, char **ret_loop, char **ret_reason);
 
-typedef struct Submount {
-        char *relative;      /* "foo" for /opt/foo */
-        int fd;              /* detached recursive clone of the original */
-} Submount;
-
-/*
- * The mounts nested below the hierarchy at path (/opt/foo below /opt), as
- * detached private recursive clones, to re-attach on the new tree.
- */
-int submounts_clone(const char *path, Submount **ret, size_t *ret_n, char **ret_error);
-void submounts_free(Submount *s, size_t n);
-
 /* What systemd-sysext 252 fails to parse in .systemd-sysext/dev, and shows in its error. */
 #define OVERLAY_METADATA_DEV "merged by tuck, see tuckctl(8)"
 
@@ -75,14 +63,13 @@ typedef struct OverlaySpec {
         char **extensions;           /* for the metadata layer: extension names, bottom to top */
         const char *source;          /* "tuck-sysext" */
         uint64_t attr;               /* MOUNT_ATTR_* for the overlay's root */
-        Submount *submounts;         /* re-attached onto the new tree before it is cloned */
-        size_t n_submounts;
 } OverlaySpec;
 
 /*
- * Inside the staging namespace: assemble, attach submounts, clone out as a
- * detached private tree with spec->attr, and clean up the staged mount. On
- * failure nothing is left mounted. Returns the tree fd.
+ * Inside the staging namespace: assemble, clone out as a detached private
+ * tree with spec->attr, and clean up the staged mount. On failure nothing
+ * is left mounted. Returns the tree fd. What is mounted below the
+ * hierarchy comes along at the swap (carry.h).
  */
 int overlay_assemble(Staging *s, const OverlaySpec *spec, char **ret_error);
 

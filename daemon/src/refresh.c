@@ -28,11 +28,12 @@
  *        b. stage    attach new images in the staging namespace (staging.c)
  *        c. assemble the overlay there (its top layer the metadata layer
  *                    systemd-sysext writes; past one overlay's capacity,
- *                    groups of layers nested), re-attach clones of nested
- *                    mounts, clone it out detached and private with its
- *                    flags (overlay.c)
- *        d. swap     first merge: on top; otherwise MOVE_MOUNT_BENEATH beneath
- *                    the live top, then unmount the old top (swap.c)
+ *                    groups of layers nested), clone it out detached and
+ *                    private with its flags (overlay.c)
+ *        d. swap     the mounts below the live top (nested mounts) carried
+ *                    onto it (carry.c), then first merge: on top; otherwise
+ *                    MOVE_MOUNT_BENEATH beneath the live top, then unmount
+ *                    the old top through its fd (swap.c)
  *        e. record   the generation (/run/tuck), with what is held back
  *        f. stale    the namespaces that did not follow: healed, reported or
  *                    restarted as StalePolicy= says (stale.c; a snapshot is
@@ -568,7 +569,8 @@ typedef struct SwapJob {
         int tree;                    /* the new overlay, detached */
         dev_t tree_dev;
         char *error;                 /* why a step failed */
-        bool exposed;                /* the window opened and stayed open: the base shows */
+        SwapStage stage;             /* how far the swap got (swap.h) */
+        unsigned carried;            /* mounts below the old top carried onto the new one */
         StaleSnapshot stale;         /* namespaces before the swap */
         char **preserved;            /* taking systemd-sysext's overlay over: the extensions it had */
 } SwapJob;
@@ -756,18 +758,13 @@ static int layer_names(const HierarchyPlan *p, char ***ret_names, char ***ret_im
         return 0;
 }
 
-/* 5c. Assemble the overlay in the staging namespace, nested mounts re-attached, and clone it out. */
+/* 5c. Assemble the overlay in the staging namespace and clone it out. */
 static int assemble(Run *run, SwapJob *j) {
         _cleanup_strv_free_ char **names = NULL, **images = NULL;
-        Submount *subs = NULL;
-        size_t n_subs = 0;
         struct stat st;
         int r;
 
         r = layer_names(j->p, &names, &images);
-        if (r < 0)
-                return r;
-        r = submounts_clone(j->h->full, &subs, &n_subs, &j->error);
         if (r < 0)
                 return r;
         r = staging_enter(&run->staging);
@@ -781,14 +778,11 @@ static int assemble(Run *run, SwapJob *j) {
                         .extensions = names,
                         .source = image_class_info[j->h->class].overlay_source,
                         .attr = j->attr,
-                        .submounts = subs,
-                        .n_submounts = n_subs,
                 };
 
                 r = j->tree = overlay_assemble(&run->staging, &spec, &j->error);
         }
         (void) staging_leave(&run->staging);
-        submounts_free(subs, n_subs);
         if (r < 0)
                 return r;
         if (fstat(j->tree, &st) < 0)
@@ -872,25 +866,25 @@ static int call_before_swap(Run *run, SwapJob *j) {
         return r;
 }
 
-/* 5d. The swap. */
-static int swap_into_place(SwapJob *j) {
-        const char *what;
+/* 5d. The swap: the new overlay in place of the top, the mounts below it carried over (swap.h). */
+static int swap_into_place(Run *run, SwapJob *j) {
+        _cleanup_(swap_result_done) SwapResult res = {};
         uint64_t now_attr = 0;
         int r;
 
-        if (j->p->action == PLAN_MERGE) {
-                r = swap_on_top(j->tree, j->h->full);
-                what = "cannot attach the overlay";
-        } else if (j->window) {
-                r = swap_window(j->tree, j->h->full, j->p->live.top_mnt_id, &j->exposed);
-                what = j->exposed ? "unmounted the old overlay but cannot mount the new one" :
-                                    "cannot replace the overlay";
-        } else {
-                r = swap_beneath(j->tree, j->h->full, j->p->live.top_mnt_id);
-                what = "cannot move the new overlay beneath the live one";
-        }
+        r = swap_replace_top(&(SwapSpec) {
+                                .proc_fd = -EBADF,
+                                .path = j->h->full,
+                                .top_id = j->p->live.top_mnt_id,
+                                .tree_fd = j->tree,
+                                .how = j->p->action == PLAN_MERGE ? SWAP_ON_TOP :
+                                       j->window ? SWAP_WINDOW : SWAP_BENEATH,
+                                .budget = &run->budget,
+                             }, &res);
+        j->stage = res.stage;
+        j->carried = res.carried;
         if (r < 0) {
-                (void) asprintf_safe(&j->error, "%s: %s", what, strerror(-r));
+                j->error = TAKE_PTR(res.error);
                 return r;
         }
         /* The new top must carry at least the flags we set (the kernel copies them; check anyway). */
@@ -1017,10 +1011,20 @@ static int execute_swap(Run *run, size_t idx, const HierarchyPlan *p, HierarchyR
         if (r >= 0)
                 r = call_before_swap(run, &j);
         if (r >= 0)
-                r = swap_into_place(&j);
-        if (r < 0 && j.exposed)
+                r = swap_into_place(run, &j);
+        if (r < 0 && j.stage == SWAP_UNTOUCHED) {
+                /* Nothing moved: what was pinned for this swap goes again. */
+                StaleHierarchy sh = stale_hierarchy(run, j.h);
+
+                stale_unpin(&sh, &j.stale);
+        }
+        if (r < 0 && j.stage == SWAP_EXPOSED)
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "%s; %s shows the base (--allow-window)",
                                             j.error ?: strerror(-r), j.h->full);
+        if (r < 0 && j.stage == SWAP_HIDDEN)
+                return hierarchy_report_set(hr, OUTCOME_FAILED, r, "%s; everyone still sees generation %" PRIu64
+                                            ", the new overlay waits beneath it: the next run finishes the swap",
+                                            j.error ?: strerror(-r), j.old->number);
         if (r < 0)
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "%s; generation %" PRIu64 " left in place",
                                             j.error ?: strerror(-r), j.old->number);
@@ -1049,16 +1053,12 @@ static int execute_unmerge(Run *run, size_t idx, const HierarchyPlan *p, Hierarc
         PastOverlay *history;
         size_t n_history;
         Hold *held;
-        uint64_t id;
         int r;
 
         if (!base_rel)
                 return -ENOMEM;
-        r = path_get_mnt_id(AT_FDCWD, h->full, &id);
-        if (r >= 0 && id != p->live.top_mnt_id)
-                r = -ESTALE;
-        if (r >= 0 && umount2(h->full, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-                r = -errno;
+        /* Our overlay, if it is still the top, through its fd (swap.h). */
+        r = swap_finish(h->full, p->live.top_mnt_id);
         if (r < 0)
                 return hierarchy_report_set(hr, OUTCOME_FAILED, r, "cannot unmount the overlay: %s", strerror(-r));
 

@@ -5,6 +5,7 @@
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <systemd/sd-bus.h>
@@ -15,11 +16,13 @@
 #include "macro.h"
 #include "mountinfo.h"
 #include "stale.h"
+#include "swap.h"
 #include "util.h"
 
 void stale_snapshot_done(StaleSnapshot *s) {
         namespace_views_free(s->views, s->n_views);
         free(s->wants);
+        free(s->pins);
         *s = (StaleSnapshot) {};
 }
 
@@ -408,10 +411,24 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
         /* The flags each namespace wants, not only those it has now (report may have loosened them). */
         for (size_t i = 0; i < s.n_views; i++)
                 s.views[i].attr = s.wants[i].attr;
-        if (h->policy == STALE_POLICY_HEAL && s.n_views > 0)
-                s.pinned = heal_pin_loosenable(s.views, s.n_views, new_attr);
+        if (h->policy == STALE_POLICY_HEAL && s.n_views > 0) {
+                s.pins = calloc(s.n_views, sizeof(uint64_t));
+                if (!s.pins) {
+                        stale_snapshot_done(&s);
+                        return -ENOMEM;
+                }
+                s.pinned = heal_pin_loosenable(s.views, s.n_views, new_attr, h->budget, s.pins);
+        }
         *ret = s;
         return 0;
+}
+
+void stale_unpin(const StaleHierarchy *h, StaleSnapshot *s) {
+        if (s->pinned <= 0)
+                return;
+        heal_unpin(s->views, s->n_views, s->pins, h->budget);
+        s->pinned = 0;
+        memset(s->pins, 0, s->n_views * sizeof(uint64_t));
 }
 
 /* ---- after */
@@ -485,12 +502,21 @@ static int describe_restart(const StaleHierarchy *h, HealReport *rep, sd_bus **b
 static int describe(const StaleHierarchy *h, HealReport *rep, sd_bus **bus, char ***restarted) {
         if (rep->view.error < 0)
                 return asprintf_safe(&rep->outcome, "cannot read its view: %s", namespace_view_error(&rep->view));
+        if (rep->result == 0 && rep->carried > 0)
+                return asprintf_safe(&rep->outcome, "healed, %u mount%s of its own carried over", rep->carried,
+                                     rep->carried == 1 ? "" : "s");
         if (rep->result == 0)
                 return asprintf_safe(&rep->outcome, "healed");
         if (rep->result == -ESRCH)
                 return asprintf_safe(&rep->outcome, "not healed: its process is gone");
+        if (rep->result == -EPERM && rep->reason)
+                return asprintf_safe(&rep->outcome, "not healed: %s", rep->reason);
+        if (rep->result < 0 && rep->stage == SWAP_HIDDEN)
+                return asprintf_safe(&rep->outcome, "heal failed: %s (it still sees the old generation; the next "
+                                     "heal finishes it)", rep->reason ?: strerror(-rep->result));
         if (rep->result < 0)
-                return asprintf_safe(&rep->outcome, "heal failed: %s", strerror(-rep->result));
+                return asprintf_safe(&rep->outcome, "heal failed, nothing changed there: %s",
+                                     rep->reason ?: strerror(-rep->result));
         if (h->policy != STALE_POLICY_RESTART)
                 return asprintf_safe(&rep->outcome, "reported");
         return describe_restart(h, rep, bus, restarted);
@@ -616,7 +642,7 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
         r = wants_update(h, old, n_old, now, n_now, host_attr, &want);
         if (r >= 0)
                 r = heal_views(h->root, h->path, host_fd, now, n_now, want, n_now,
-                               h->policy == STALE_POLICY_HEAL, &reports, &n);
+                               h->policy == STALE_POLICY_HEAL, h->budget, &reports, &n);
         namespace_views_free(now, n_now);
         if (r < 0)
                 return r;

@@ -73,6 +73,7 @@ typedef struct StaleHierarchy {
 typedef struct StaleSnapshot {
         NamespaceView *views;
         NsWant *wants;               /* what each of @views wants, with its witness */
+        uint64_t *pins;              /* each view's pin (its mount ID there), 0: none */
         size_t n_views;
         int pinned;                  /* namespaces pinned so the swap cannot loosen them */
 } StaleSnapshot;
@@ -93,6 +94,9 @@ size_t stale_ours(const Generation *g, dev_t replaced, dev_t *devs, size_t max);
  */
 int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, uint64_t new_attr,
                       StaleSnapshot *ret);
+
+/* The swap did not happen after all: the pins stale_before_swap() made go again. */
+void stale_unpin(const StaleHierarchy *h, StaleSnapshot *s);
 
 /*
  * After a swap (@before from stale_before_swap()), or without one (@before

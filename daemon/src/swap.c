@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <string.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "carry.h"
 #include "log.h"
 #include "mount-api.h"
 #include "mountinfo.h"
@@ -72,88 +76,175 @@ int mount_beneath_supported(const char *scratch_dir) {
         return cached;
 }
 
-static int check_top(const char *target, uint64_t old_top_id) {
-        uint64_t id;
-        int r;
-
-        r = path_get_mnt_id(AT_FDCWD, target, &id);
-        if (r < 0)
-                return r;
-        return id == old_top_id ? 0 : -ESTALE;
-}
-
 int mount_beneath(int tree_fd, const char *target) {
         return RET_NERRNO(move_mount(tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_BENEATH));
 }
 
-int swap_beneath(int tree_fd, const char *target, uint64_t old_top_id) {
+int umount_fd(int fd) {
+        _cleanup_close_ int cwd = RET_NERRNO(open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
         int r;
 
-        r = check_top(target, old_top_id);
-        if (r < 0)
-                return r;
-        r = mount_beneath(tree_fd, target);
-        if (r < 0)
-                return r;
         /*
-         * The new tree now sits beneath the old top here and, by propagation,
-         * in every slave namespace. The path still resolves to the old top:
-         * unmounting it reveals the new tree everywhere at once.
+         * Through the fd, never by name: a name is resolved once more, by the
+         * kernel this time, and a container whose /usr is a symlink to where it
+         * binds the hierarchy makes umount2("usr", UMOUNT_NOFOLLOW) fail after
+         * the beneath move succeeded. "." with our cwd on the mount's root is
+         * that mount; the cwd is put back (tuckd is single-threaded).
          */
-        if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-                return log_debug_errno(errno, "Attached beneath '%s' but failed to unmount the old top: %m", target);
-        return 0;
-}
-
-int swap_finish(const char *target, uint64_t old_top_id) {
-        int r;
-
-        r = check_top(target, old_top_id);
-        if (r < 0)
-                return r;
-        return RET_NERRNO(umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW));
-}
-
-int swap_on_top(int tree_fd, const char *target) {
-        return RET_NERRNO(move_mount(tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH));
-}
-
-int swap_window(int tree_fd, const char *target, uint64_t old_top_id, bool *ret_exposed) {
-        int r;
-
-        *ret_exposed = false;
-        r = check_top(target, old_top_id);
-        if (r < 0)
-                return r;
-        if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+        if (cwd < 0)
+                return cwd;
+        if (fchdir(fd) < 0)
                 return -errno;
-        /* The window: every namespace sees the bare base until this returns. */
-        r = swap_on_top(tree_fd, target);
-        *ret_exposed = r < 0;
+        r = RET_NERRNO(umount2(".", MNT_DETACH));
+        if (fchdir(cwd) < 0 && r >= 0)
+                r = -errno;
         return r;
 }
 
-int send_fd(int sock, int fd) {
+/* The top at @path, if it is mount @top_id. */
+static int open_top(const char *path, uint64_t top_id) {
+        _cleanup_close_ int root = -EBADF, fd = -EBADF;
+        uint64_t id;
+        int r;
+
+        root = RET_NERRNO(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (root < 0)
+                return root;
+        fd = openat_in_root(root, path, O_PATH | O_DIRECTORY);
+        if (fd < 0)
+                return fd;
+        r = path_get_mnt_id(fd, "", &id);
+        if (r < 0)
+                return r;
+        return id == top_id ? TAKE_FD(fd) : -ESTALE;
+}
+
+int swap_finish(const char *path, uint64_t top_id) {
+        _cleanup_close_ int top = open_top(path, top_id);
+
+        if (top < 0)
+                return top;
+        return umount_fd(top);
+}
+
+void swap_result_done(SwapResult *r) {
+        free(r->error);
+        r->error = NULL;
+}
+
+static int swap_fail(SwapResult *res, SwapStage stage, int r, const char *fmt, ...) _printf_(4, 5);
+static int swap_fail(SwapResult *res, SwapStage stage, int r, const char *fmt, ...) {
+        va_list ap;
+
+        res->stage = stage;
+        va_start(ap, fmt);
+        (void) free_and_vasprintf(&res->error, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+/* The new tree, with the old top's mounts on it, in place of the old top. */
+static int swap_attach(const SwapSpec *s, int top, int full, SwapResult *res) {
+        int r;
+
+        switch (s->how) {
+        case SWAP_ON_TOP:
+                if (move_mount(full, "", top, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                        return swap_fail(res, SWAP_UNTOUCHED, -errno, "cannot attach the new tree: %s",
+                                         strerror(errno));
+                break;
+        case SWAP_BENEATH:
+                if (move_mount(full, "", top, "",
+                               MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
+                        return swap_fail(res, SWAP_UNTOUCHED, -errno,
+                                         "cannot move the new tree beneath the live one: %s", strerror(errno));
+                /* Beneath the old top here and, by propagation, in every slave namespace.
+                 * Unmounting the old top reveals it everywhere at once. */
+                r = umount_fd(top);
+                if (r < 0)
+                        return swap_fail(res, SWAP_HIDDEN, r, "the new tree is attached beneath the old one, "
+                                         "which cannot be unmounted: %s", strerror(-r));
+                break;
+        case SWAP_WINDOW:
+                r = umount_fd(top);
+                if (r < 0)
+                        return swap_fail(res, SWAP_UNTOUCHED, r, "cannot unmount the old tree: %s", strerror(-r));
+                /* The window: every namespace sees the bare base until this returns. */
+                if (move_mount(full, "", AT_FDCWD, s->path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return swap_fail(res, SWAP_EXPOSED, -errno, "unmounted the old tree but cannot mount "
+                                         "the new one: %s", strerror(errno));
+                break;
+        case _SWAP_HOW_MAX:
+                return -EINVAL;
+        }
+        res->stage = SWAP_DONE;
+        return 0;
+}
+
+int swap_replace_top(const SwapSpec *s, SwapResult *res) {
+        _cleanup_close_ int proc = -EBADF, top = -EBADF, full = -EBADF;
+        _cleanup_free_ char *error = NULL;
+        struct stat st;
+        int r;
+
+        *res = (SwapResult) { .stage = SWAP_UNTOUCHED };
+        top = open_top(s->path, s->top_id);
+        if (top == -ESTALE)
+                return swap_fail(res, SWAP_UNTOUCHED, top, "another mount than the one planned for is on top of "
+                                 "'%s' now", s->path);
+        if (top < 0 || fstat(top, &st) < 0) {
+                r = top < 0 ? top : -errno;
+                return swap_fail(res, SWAP_UNTOUCHED, r, "cannot open '%s': %s", s->path, strerror(-r));
+        }
+        if (s->proc_fd < 0) {
+                proc = RET_NERRNO(open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+                if (proc < 0)
+                        return swap_fail(res, SWAP_UNTOUCHED, proc, "cannot open /proc: %s", strerror(-proc));
+        }
+        r = carry_children(&(CarrySpec) {
+                                .proc_fd = s->proc_fd >= 0 ? s->proc_fd : proc,
+                                .path = s->path,
+                                .top_dev = st.st_dev,
+                                .tree_fd = s->tree_fd,
+                                .deadline = s->deadline,
+                                .budget = s->budget,
+                           }, &full, &res->carried, &error);
+        if (r < 0)
+                return swap_fail(res, SWAP_UNTOUCHED, r, "%s", error ?: strerror(-r));
+        if (fstat(full, &st) < 0)
+                return swap_fail(res, SWAP_UNTOUCHED, -errno, "cannot stat the new tree: %s", strerror(errno));
+        res->new_dev = st.st_dev;
+        return swap_attach(s, top, full, res);
+}
+
+int send_with_fd(int sock, const void *buf, size_t size, int fd) {
         char control[CMSG_SPACE(sizeof(int))] = {};
-        struct iovec iov = { .iov_base = (char *) "f", .iov_len = 1 };
+        struct iovec iov = { .iov_base = (void *) buf, .iov_len = size };
         struct msghdr msg = {
                 .msg_iov = &iov,
                 .msg_iovlen = 1,
-                .msg_control = control,
-                .msg_controllen = sizeof(control),
         };
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        struct cmsghdr *c;
 
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        if (fd >= 0) {
+                msg.msg_control = control;
+                msg.msg_controllen = sizeof(control);
+                c = CMSG_FIRSTHDR(&msg);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        }
         return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
 }
 
-int receive_fd(int sock) {
-        char control[CMSG_SPACE(sizeof(int))] = {}, byte;
-        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+int send_fd(int sock, int fd) {
+        return send_with_fd(sock, "f", 1, fd);
+}
+
+ssize_t receive_with_fd(int sock, void *buf, size_t size, int *ret_fd) {
+        char control[CMSG_SPACE(sizeof(int))] = {};
+        struct iovec iov = { .iov_base = buf, .iov_len = size };
         struct msghdr msg = {
                 .msg_iov = &iov,
                 .msg_iovlen = 1,
@@ -161,15 +252,36 @@ int receive_fd(int sock) {
                 .msg_controllen = sizeof(control),
         };
         struct cmsghdr *c;
+        ssize_t k;
+
+        *ret_fd = -EBADF;
+        k = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (k < 0)
+                return -errno;
+        c = CMSG_FIRSTHDR(&msg);
+        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+                memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+        if (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) {
+                *ret_fd = safe_close(*ret_fd);
+                return -EPROTO;
+        }
+        return k;
+}
+
+int receive_fd(int sock) {
+        struct pollfd p = { .fd = sock, .events = POLLIN };
+        char byte;
+        ssize_t k;
         int fd;
 
-        if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) <= 0)
-                return -EIO;
-        c = CMSG_FIRSTHDR(&msg);
-        if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-                return -EIO;
-        memcpy(&fd, CMSG_DATA(c), sizeof(int));
-        return fd;
+        if (poll(&p, 1, -1) < 0)
+                return -errno;
+        k = receive_with_fd(sock, &byte, 1, &fd);
+        if (k <= 0) {
+                safe_close(fd);
+                return k < 0 ? (int) k : -EIO;
+        }
+        return fd >= 0 ? fd : -EIO;
 }
 
 /*

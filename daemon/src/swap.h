@@ -3,19 +3,80 @@
 
 /*
  * The swap: putting a new detached mount tree in place of the top mount at a
- * hierarchy, and the kernel feature it rests on.
+ * hierarchy, carrying the mounts below the old top onto it (carry.h), and the
+ * kernel feature it rests on. One primitive for the host's swap, the crash
+ * recovery's second half and the heal of a namespace (heal.c, which calls it
+ * from inside that namespace), so a fix to it fixes all three:
  *
- *   swap_beneath()   move_mount(MOVE_MOUNT_BENEATH) the new tree beneath the
- *                    live top, then umount2(MNT_DETACH) the old top. Every
- *                    namespace that receives propagation sees old content,
- *                    then new content, never the base. (Linux 6.5, 6ac392815628.)
- *   swap_on_top()    first merge: attach on top of the base.
- *   swap_window()    the fallback, only with --allow-window: unmount, then
- *                    mount. Between the two, everyone sees the base.
+ *   SWAP_BENEATH   move_mount(MOVE_MOUNT_BENEATH) the new tree beneath the
+ *                  live top, then unmount the old top, through its fd. Every
+ *                  namespace that receives propagation sees old content,
+ *                  then new content, never the base. (Linux 6.5, 6ac392815628.)
+ *   SWAP_ON_TOP    first merge: attach on top of the base (which keeps its
+ *                  own mounts below, hidden; the new tree carries clones).
+ *   SWAP_WINDOW    the fallback, only with --allow-window: unmount, then
+ *                  mount. Between the two, everyone sees the base.
  */
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "nsscan.h"
+
+typedef enum SwapHow {
+        SWAP_BENEATH,
+        SWAP_ON_TOP,
+        SWAP_WINDOW,
+        _SWAP_HOW_MAX,
+} SwapHow;
+
+/* How far a swap got: what the namespace shows now. */
+typedef enum SwapStage {
+        SWAP_UNTOUCHED,         /* nothing changed: the old top is in place */
+        SWAP_HIDDEN,            /* the new tree is beneath the old top, which could not be unmounted:
+                                 * everyone still sees the old content; finishing is unmounting it */
+        SWAP_EXPOSED,           /* the window opened and the new tree could not be attached: the base shows */
+        SWAP_DONE,
+} SwapStage;
+
+typedef struct SwapSpec {
+        int proc_fd;            /* a procfs that shows this process; -EBADF: /proc */
+        const char *path;       /* the hierarchy, absolute in this process's root */
+        uint64_t top_id;        /* the top mount expected there (-ESTALE if another is) */
+        int tree_fd;            /* the new tree: detached, private, flags set on its root, nothing
+                                 * below; used up (carry.h) */
+        SwapHow how;
+        uint64_t deadline;      /* for carrying the children (carry.h); 0: its default */
+        const ScanBudget *budget;   /* keepalive while waiting (may be NULL) */
+} SwapSpec;
+
+typedef struct SwapResult {
+        SwapStage stage;
+        unsigned carried;       /* mounts below the old top carried onto the new tree */
+        dev_t new_dev;
+        char *error;            /* why it stopped short of SWAP_DONE */
+} SwapResult;
+
+void swap_result_done(SwapResult *r);
+
+/*
+ * Replace the top mount at @spec->path (in this process's namespace and
+ * root) by @spec->tree_fd with the old top's mounts carried onto it. Returns
+ * 0 (SWAP_DONE) or -errno with ret->stage saying what the namespace shows
+ * and ret->error why.
+ */
+int swap_replace_top(const SwapSpec *spec, SwapResult *ret);
+
+/*
+ * The second half alone: unmount the top at @path if it is still mount
+ * @top_id (-ESTALE otherwise), through its fd, revealing what is beneath it
+ * (crash recovery: a swap killed between its two halves).
+ */
+int swap_finish(const char *path, uint64_t top_id);
+
+/* MNT_DETACH the mount whose root @fd is, never by name. */
+int umount_fd(int fd);
 
 /*
  * Does the kernel support MOVE_MOUNT_BENEATH? Probed once per process by
@@ -25,18 +86,6 @@
  * the probe itself failed.
  */
 int mount_beneath_supported(const char *scratch_dir);
-
-/*
- * tree_fd: a detached mount tree. old_top_id: the mount ID of the top at
- * target we expect to replace; refuses (-ESTALE) if something else is there.
- */
-int swap_beneath(int tree_fd, const char *target, uint64_t old_top_id);
-/* The second half of swap_beneath() alone: unmount the top at target if it
- * is still old_top_id (-ESTALE otherwise), revealing what is beneath it. */
-int swap_finish(const char *target, uint64_t old_top_id);
-int swap_on_top(int tree_fd, const char *target);
-/* *ret_exposed: the old top is gone but the new tree could not be attached: the base shows. */
-int swap_window(int tree_fd, const char *target, uint64_t old_top_id, bool *ret_exposed);
 
 /* Moves tree_fd beneath the top mount at target, nothing more (tuckctl beneath). */
 int mount_beneath(int tree_fd, const char *target);
@@ -53,6 +102,9 @@ int base_capture(const char *path, unsigned peel, int *ret_fd);
 /* Take a detached tree (fd from open_tree/fsmount) out of every peer group. */
 int mount_make_private(int fd, bool recursive);
 
-/* SCM_RIGHTS helpers. */
+/* SCM_RIGHTS helpers: one message of @size bytes, with @fd attached unless it is negative. */
+int send_with_fd(int sock, const void *buf, size_t size, int fd);
 int send_fd(int sock, int fd);
+/* One message into @buf (its length returned) and the fd it carried into *ret_fd (-EBADF if none). */
+ssize_t receive_with_fd(int sock, void *buf, size_t size, int *ret_fd);
 int receive_fd(int sock);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "swap.h"
 #include "util.h"
 #include "worker.h"
 
@@ -171,7 +172,9 @@ int worker_wait(Worker *w, uint64_t deadline, const ScanBudget *b) {
         }
 }
 
-int worker_recv_wait(Worker *w, int fd, void *buf, size_t size, uint64_t deadline, const ScanBudget *b) {
+int worker_recv_wait(Worker *w, int fd, void *buf, size_t size, int *ret_fd, uint64_t deadline,
+                     const ScanBudget *b) {
+        _cleanup_close_ int passed = -EBADF;
         ssize_t k = -1;
         int r;
 
@@ -193,12 +196,16 @@ int worker_recv_wait(Worker *w, int fd, void *buf, size_t size, uint64_t deadlin
                 }
                 if (r <= 0)
                         continue;
-                k = recv(fd, buf, size, MSG_DONTWAIT);
-                if (k >= 0 || (errno != EAGAIN && errno != EINTR) || (p[1].revents & POLLIN))
+                k = receive_with_fd(fd, buf, size, &passed);
+                if (k >= 0 || (k != -EAGAIN && k != -EINTR) || (p[1].revents & POLLIN))
                         break;          /* the answer, EOF, or it exited without one */
         }
         r = worker_wait(w, deadline, b);
         if (r < 0)
                 return r;
-        return k == (ssize_t) size ? r : -EPROTO;
+        if (k != (ssize_t) size)
+                return -EPROTO;
+        if (ret_fd)
+                *ret_fd = TAKE_FD(passed);
+        return r;
 }

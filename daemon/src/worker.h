@@ -45,11 +45,14 @@ int worker_wait(Worker *w, uint64_t deadline, const ScanBudget *b);
 
 /*
  * The same, for a child that sends one answer of @size bytes on @fd (a
- * socketpair, heal.c's) before it exits: the answer and then the exit, both
- * by @deadline. Returns the exit status (>= 0) with the answer in @buf,
- * -ETIMEDOUT (killed, abandoned) or -EPROTO (no answer, or a signal ended it).
+ * socketpair: heal.c's, carry.c's) before it exits: the answer and then the
+ * exit, both by @deadline. Returns the exit status (>= 0) with the answer in
+ * @buf and, if @ret_fd is not NULL, the fd the answer carried (SCM_RIGHTS;
+ * -EBADF if none); -ETIMEDOUT (killed, abandoned) or -EPROTO (no answer, or
+ * a signal ended it).
  */
-int worker_recv_wait(Worker *w, int fd, void *buf, size_t size, uint64_t deadline, const ScanBudget *b);
+int worker_recv_wait(Worker *w, int fd, void *buf, size_t size, int *ret_fd, uint64_t deadline,
+                     const ScanBudget *b);
 
 /* SIGKILL, and reap it if it died at once; otherwise reaped later by worker_reap_abandoned(). */
 void worker_abandon(Worker *w);

@@ -30,6 +30,7 @@
 #include "macro.h"
 #include "mount-api.h"
 #include "mountinfo.h"
+#include "swap.h"
 #include "util.h"
 
 static void print_view(const char *prefix, const NamespaceView *v, uint64_t attr) {
@@ -40,10 +41,14 @@ static void print_view(const char *prefix, const NamespaceView *v, uint64_t attr
                major(v->dev), minor(v->dev), mount_attr_to_string(attr, buf, 32));
 }
 
+/* The host's swap, with the host's primitive (swap.h): SOURCE's tree with the top's flags. */
 static int host_swap(const char *hierarchy, const char *source) {
         _cleanup_close_ int top = -EBADF, tree = -EBADF;
+        _cleanup_(swap_result_done) SwapResult res = {};
         struct statfs sfs;
-        struct mount_attr a = {};
+        struct mount_attr a = { .propagation = MS_PRIVATE };
+        uint64_t id;
+        int r;
 
         top = open(hierarchy, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (top < 0 || fstatfs(top, &sfs) < 0)
@@ -52,17 +57,20 @@ static int host_swap(const char *hierarchy, const char *source) {
                 a.attr_set |= MOUNT_ATTR_RDONLY;
         if (sfs.f_flags & ST_NODEV)
                 a.attr_set |= MOUNT_ATTR_NODEV;
+        r = path_get_mnt_id(top, "", &id);
+        if (r < 0)
+                return r;
 
-        tree = open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        tree = open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (tree < 0)
                 return negative_errno();
-        if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+        if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
                 return negative_errno();
-        if (move_mount(tree, "", AT_FDCWD, hierarchy, MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
-                return negative_errno();
-        if (umount2(hierarchy, MNT_DETACH) < 0)
-                return negative_errno();
-        return 0;
+        r = swap_replace_top(&(SwapSpec) { .proc_fd = -EBADF, .path = hierarchy, .top_id = id, .tree_fd = tree,
+                                           .how = SWAP_BENEATH }, &res);
+        if (r < 0)
+                fprintf(stderr, "swap: %s\n", strna(res.error));
+        return r;
 }
 
 static int verb_swap(const char *root, const char *hierarchy, const char *source, bool heal,
@@ -70,6 +78,7 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
         _cleanup_close_ int host_fd = -EBADF;
         NamespaceView *before = NULL;
         HealReport *reports = NULL;
+        _cleanup_free_ uint64_t *pins = NULL;
         size_t n_before = 0, n = 0;
         struct stat st;
         dev_t devs[1 + n_old];
@@ -92,11 +101,14 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
 
                 if (statfs(hierarchy, &sfs) < 0)
                         return negative_errno();
+                pins = calloc(n_before ?: 1, sizeof(uint64_t));
+                if (!pins)
+                        return -ENOMEM;
                 r = heal_pin_loosenable(before, n_before,
                                         (sfs.f_flags & ST_RDONLY ? MOUNT_ATTR_RDONLY : 0) |
                                         (sfs.f_flags & ST_NODEV ? MOUNT_ATTR_NODEV : 0) |
                                         (sfs.f_flags & ST_NOSUID ? MOUNT_ATTR_NOSUID : 0) |
-                                        (sfs.f_flags & ST_NOEXEC ? MOUNT_ATTR_NOEXEC : 0));
+                                        (sfs.f_flags & ST_NOEXEC ? MOUNT_ATTR_NOEXEC : 0), NULL, pins);
                 printf("pinned %d namespaces\n", r);
         }
         r = host_swap(hierarchy, source);
@@ -108,7 +120,7 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
         host_fd = open(hierarchy, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (host_fd < 0)
                 return negative_errno();
-        r = heal_after_swap(root, hierarchy, host_fd, devs, 1 + n_old, before, n_before, heal, &reports, &n);
+        r = heal_after_swap(root, hierarchy, host_fd, devs, 1 + n_old, before, n_before, heal, NULL, &reports, &n);
         namespace_views_free(before, n_before);
         if (r < 0)
                 return r;

@@ -55,21 +55,21 @@ int main(void) {
                 /* Only what it was told to keep: the lock's fd is closed in here. */
                 _exit(fcntl(lock, F_GETFD) < 0 && errno == EBADF && write(pair[1], "healed", 7) == 7 ? 0 : 1);
         }
-        r = worker_recv_wait(&w, pair[0], answer, 7, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &b);
+        r = worker_recv_wait(&w, pair[0], answer, 7, NULL, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &b);
         tap_ok(r == 0 && streq(answer, "healed"), "an answer, then the exit; no other fd of ours inherited (%d, '%s')",
                r, answer);
 
         r = worker_fork(&w, NULL, 0);
         if (r == 0)
                 _exit(3);
-        r = worker_recv_wait(&w, pair[0], answer, 7, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &b);
+        r = worker_recv_wait(&w, pair[0], answer, 7, NULL, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &b);
         tap_ok(r == -EPROTO, "no answer before the exit: -EPROTO (%s)", strerror(-r));
 
         r = worker_fork(&w, NULL, 0);
         if (r == 0)
                 for (;;)
                         pause();
-        r = worker_recv_wait(&w, pair[0], answer, 7, now_usec(CLOCK_MONOTONIC) + 200 * USEC_PER_MSEC, &b);
+        r = worker_recv_wait(&w, pair[0], answer, 7, NULL, now_usec(CLOCK_MONOTONIC) + 200 * USEC_PER_MSEC, &b);
         tap_ok(r == -ETIMEDOUT, "no answer at all: -ETIMEDOUT (%s)", strerror(-r));
         close(pair[0]);
         close(pair[1]);
