@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -148,14 +149,17 @@ int carry_plan(struct libmnt_table *tb, int top_id, const char *path, char ***re
 typedef struct Peeled {
         const char *place;      /* relative to the top (points into the plan) */
         int fd;                 /* private recursive clone of what was topmost there */
+        int id;                 /* its mount ID in the private copy (in the table) */
 } Peeled;
 
 typedef struct Carry {
         const CarrySpec *spec;
         int top_fd;             /* the top's copy, in our private namespace */
         uint64_t top_id;
+        struct libmnt_table *table;     /* the private copy's, as it was before the peeling */
         char **places;
         unsigned n_mounts;
+        unsigned dropped;       /* mounts the new tree already had, equal: not carried */
         Peeled *peeled;
         size_t n_peeled;
         char *error;
@@ -164,6 +168,7 @@ typedef struct Carry {
 
 static void carry_done(Carry *c) {
         safe_close(c->top_fd);
+        mnt_unref_table(c->table);
         strv_free(c->places);
         for (size_t i = 0; i < c->n_peeled; i++)
                 safe_close(c->peeled[i].fd);
@@ -314,8 +319,8 @@ static int carry_enter_copy(Carry *c) {
         return 0;
 }
 
-/* The places where mounts sit on the top, from our own (copied) mount table. */
-static int carry_read_plan(Carry *c) {
+/* Our own (copied) mount table, through the procfs we were given. */
+static int read_table(Carry *c, struct libmnt_table **ret) {
         _cleanup_mnt_table_ struct libmnt_table *tb = mnt_new_table();
         FILE *f;
         int fd, r;
@@ -334,15 +339,29 @@ static int carry_read_plan(Carry *c) {
         fclose(f);
         if (r < 0)
                 return carry_fail(c, r == -1 ? -EIO : r, "cannot parse the mount table");
-        r = carry_plan(tb, (int) c->top_id, c->spec->path, &c->places, &c->n_mounts, &c->error);
+        *ret = TAKE_PTR(tb);
+        return 0;
+}
+
+/* The places where mounts sit on the top. */
+static int carry_read_plan(Carry *c) {
+        int r;
+
+        r = read_table(c, &c->table);
+        if (r < 0)
+                return r;
+        r = carry_plan(c->table, (int) c->top_id, c->spec->path, &c->places, &c->n_mounts, &c->error);
         if (r == -E2BIG)
                 return carry_fail(c, r, "more than %u mounts below '%s'", CARRY_MAX_MOUNTS, c->spec->path);
         if (r == -ELOOP)
                 return carry_fail(c, r, "the mount table of '%s' changed while it was read", c->spec->path);
+        if (r >= 0)
+                log_debug("%s: %u mounts below its top (mount %" PRIu64 ") to carry, at %zu places.",
+                          c->spec->path, c->n_mounts, c->top_id, strv_length(c->places));
         return r;
 }
 
-static int peel_one(Carry *c, const char *place, int fd) {
+static int peel_one(Carry *c, const char *place, int fd, uint64_t id) {
         _cleanup_free_ char *where = path_join(c->spec->path, place);
         Peeled *p;
         int clone;
@@ -358,7 +377,7 @@ static int peel_one(Carry *c, const char *place, int fd) {
                 return -ENOMEM;
         }
         c->peeled = p;
-        c->peeled[c->n_peeled++] = (Peeled) { .place = place, .fd = clone };
+        c->peeled[c->n_peeled++] = (Peeled) { .place = place, .fd = clone, .id = (int) id };
         /* Here only (private copy): reveals what it covered. The path was just
          * walked component by component on the top: it names this mount. */
         if (umount2(where, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
@@ -408,7 +427,7 @@ static int carry_peel(Carry *c) {
                         if (c->n_peeled >= c->n_mounts)
                                 return carry_fail(c, -EBUSY, "more mounts below '%s' than its mount table listed",
                                                   c->spec->path);
-                        r = peel_one(c, c->places[i], fd);
+                        r = peel_one(c, c->places[i], fd, id);
                         if (r < 0)
                                 return r;
                 }
@@ -419,15 +438,59 @@ static int carry_peel(Carry *c) {
         return 0;
 }
 
+/* Our 4 flags and the rest of what makes a mount what it is, for comparing two. */
+static bool same_flags(struct libmnt_fs *a, struct libmnt_fs *b) {
+        static const char *const names[] = { "ro", "nosuid", "nodev", "noexec" };
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if ((mnt_fs_get_option(a, names[i], NULL, NULL) == 0) !=
+                    (mnt_fs_get_option(b, names[i], NULL, NULL) == 0))
+                        return false;
+        return true;
+}
+
+/*
+ * Is the bottom mount @id peeled at @place one the new tree already has
+ * there, equal (the same file system, root and flags), with nothing of its
+ * own below it? A heal's new tree brings the host's mounts below the
+ * hierarchy afresh (umount propagation took the namespace's copies of them
+ * off the stale top), and the clones of them an earlier heal left there are
+ * such: carried, they would pile up one more at every heal.
+ */
+static bool tree_has_it(Carry *c, struct libmnt_table *now, uint64_t tree_id, const char *place, int id) {
+        _cleanup_free_ char *where = path_join(c->spec->path, place);
+        struct libmnt_fs *x = mount_table_find_id(c->table, id), *h = NULL, *fs;
+        struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+        bool own = false;
+
+        if (!where || !x || !it) {
+                mnt_free_iter(it);
+                return false;
+        }
+        while (mnt_table_next_fs(now, it, &fs) == 0)
+                if (mnt_fs_get_parent_id(fs) == (int) tree_id && mnt_fs_streq_target(fs, where))
+                        h = fs;
+        mnt_reset_iter(it, MNT_ITER_FORWARD);
+        /* Mounts of its own below it (its toppers were peeled apart, they do not count). */
+        while (!own && mnt_table_next_fs(c->table, it, &fs) == 0)
+                own = mnt_fs_get_parent_id(fs) == id && !mnt_fs_streq_target(fs, where);
+        mnt_free_iter(it);
+        return h && !own && mnt_fs_get_devno(h) == mnt_fs_get_devno(x) &&
+               streq_ptr(mnt_fs_get_root(h), mnt_fs_get_root(x)) &&
+               streq_ptr(mnt_fs_get_fstype(h), mnt_fs_get_fstype(x)) && same_flags(h, x);
+}
+
 /* Attach the new tree, open every place it needs, then the clones: bottom first, coverers last. */
 static int carry_assemble(Carry *c, int *ret_fd) {
         size_t n = strv_length(c->places);
         _cleanup_free_ int *target = malloc((n ?: 1) * sizeof(int));
+        _cleanup_free_ bool *bottom_seen = calloc(n ?: 1, sizeof(bool));
+        _cleanup_mnt_table_ struct libmnt_table *now = NULL;
         int tree = c->spec->tree_fd;
         uint64_t tree_id;
         int r = 0, fd;
 
-        if (!target)
+        if (!target || !bottom_seen)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++)
                 target[i] = -EBADF;
@@ -453,12 +516,26 @@ static int carry_assemble(Carry *c, int *ret_fd) {
                         goto done;
                 }
         }
+        if (c->n_peeled > 0) {
+                r = read_table(c, &now);
+                if (r < 0)
+                        goto done;
+        }
         for (size_t k = c->n_peeled; k > 0; k--) {
                 const Peeled *p = &c->peeled[k - 1];
                 size_t i = 0;
 
                 while (i < n && c->places[i] != p->place)
                         i++;
+                /* Peeled top first: the first met here, going back, is the bottom of its place. */
+                if (!bottom_seen[i]) {
+                        bottom_seen[i] = true;
+                        if (tree_has_it(c, now, tree_id, p->place, p->id)) {
+                                log_debug("%s/%s: the new tree has that mount already.", c->spec->path, p->place);
+                                c->dropped++;
+                                continue;
+                        }
+                }
                 if (move_mount(p->fd, "", target[i], "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
                         r = carry_fail(c, -errno, "cannot carry the mount at '%s/%s' onto the new tree: %s",
                                        c->spec->path, p->place, strerror(errno));
@@ -499,7 +576,7 @@ static _Noreturn void carry_child(const CarrySpec *spec, int sock) {
         if (r >= 0)
                 r = carry_assemble(&c, &fd);
         a.error = r < 0 ? -r : 0;
-        a.carried = c.n_mounts;
+        a.carried = c.n_mounts - c.dropped;
         snprintf(a.text, sizeof(a.text), "%s", c.error ?: (r < 0 ? strerror(-r) : ""));
         r = send_with_fd(sock, &a, sizeof(a), fd);
         _exit(r < 0 ? 1 : 0);

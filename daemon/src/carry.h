@@ -49,8 +49,9 @@ typedef struct CarrySpec {
         int proc_fd;            /* a procfs that shows this process (opened before any chroot) */
         const char *path;       /* the hierarchy, absolute in this process's root */
         dev_t top_dev;          /* st_dev of the top mount there (checked in the copy) */
-        int tree_fd;            /* the new tree: detached, private, no mounts below its root;
-                                 * used up (it is attached in the copy, which goes) */
+        int tree_fd;            /* the new tree: detached, private; used up (it is attached in the
+                                 * copy, which goes). A carried mount whose place holds one
+                                 * of the tree's own goes on top of it. */
         uint64_t deadline;      /* CLOCK_MONOTONIC µs; 0: CARRY_TIMEOUT_USEC from now */
         const ScanBudget *budget;   /* its keepalive is fed while waiting (may be NULL) */
 } CarrySpec;

@@ -193,21 +193,24 @@ static _Noreturn void heal_child(const HealJob *j, int sock) {
         _exit(send_with_fd(sock, &a, sizeof(a), -EBADF) < 0 ? 1 : 0);
 }
 
-/* A detached, private clone of the host's new top alone, with the stale top's flags on it. */
+/*
+ * A detached, private clone of the host's new top with the stale top's flags
+ * on its root. Recursive: the host's own mounts below the hierarchy come
+ * along, as the namespace had copies of them (umount propagation took those
+ * off the stale top with the host's old ones); what the namespace has of its
+ * own below its top is carried from there (swap.h).
+ */
 static int heal_make_tree(int host_fd, uint64_t attr) {
         _cleanup_close_ int fd = -EBADF;
-        struct mount_attr a = {
-                .attr_set = attr & TUCK_ATTR_MASK,
-                /* Private: a shared clone would join the host's peer group and
-                 * let mounts made inside the service propagate back out. */
-                .propagation = MS_PRIVATE,
-        };
+        /* Private: a shared clone would join the host's peer groups and let
+         * mounts made inside the service propagate back out. */
+        struct mount_attr private = { .propagation = MS_PRIVATE }, flags = { .attr_set = attr & TUCK_ATTR_MASK };
 
-        /* Not recursive: what the namespace has below its top is carried from there. */
-        fd = RET_NERRNO(open_tree(host_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+        fd = RET_NERRNO(open_tree(host_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
         if (fd < 0)
                 return fd;
-        if (mount_setattr(fd, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+        if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &private, sizeof(private)) < 0 ||
+            mount_setattr(fd, "", AT_EMPTY_PATH, &flags, sizeof(flags)) < 0)
                 return negative_errno();
         return TAKE_FD(fd);
 }

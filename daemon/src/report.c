@@ -196,6 +196,8 @@ static json_object *namespace_to_json(const HealReport *n) {
         json_object_object_add(o, "flags", json_object_new_string(mount_attr_to_string(n->view.attr, buf, sizeof(buf))));
         json_object_object_add(o, "wants", json_object_new_string(mount_attr_to_string(n->want_attr, buf, sizeof(buf))));
         json_object_object_add(o, "healed", json_object_new_boolean(n->result == 0));
+        /* The namespace's own mounts below its top that a swap carried onto the new tree. */
+        json_object_object_add(o, "carried", json_object_new_int((int) n->carried));
         json_object_object_add(o, "outcome", n->outcome ? json_object_new_string(n->outcome) : NULL);
         return o;
 }

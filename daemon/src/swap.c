@@ -181,13 +181,19 @@ static int swap_attach(const SwapSpec *s, int top, int full, SwapResult *res) {
         return 0;
 }
 
-int swap_replace_top(const SwapSpec *s, SwapResult *res) {
+int swap_replace_top(const SwapSpec *spec, SwapResult *res) {
         _cleanup_close_ int proc = -EBADF, top = -EBADF, full = -EBADF;
-        _cleanup_free_ char *error = NULL;
+        _cleanup_free_ char *error = NULL, *path = NULL;
+        SwapSpec copy = *spec, *s = &copy;
         struct stat st;
         int r;
 
         *res = (SwapResult) { .stage = SWAP_UNTOUCHED };
+        /* Absolute: a namespace's view names its hierarchy relative to its root ("usr"). */
+        path = spec->path[0] == '/' ? strdup(spec->path) : strjoin("/", spec->path);
+        if (!path)
+                return -ENOMEM;
+        s->path = path;
         top = open_top(s->path, s->top_id);
         if (top == -ESTALE)
                 return swap_fail(res, SWAP_UNTOUCHED, top, "another mount than the one planned for is on top of "

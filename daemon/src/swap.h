@@ -44,8 +44,8 @@ typedef struct SwapSpec {
         int proc_fd;            /* a procfs that shows this process; -EBADF: /proc */
         const char *path;       /* the hierarchy, absolute in this process's root */
         uint64_t top_id;        /* the top mount expected there (-ESTALE if another is) */
-        int tree_fd;            /* the new tree: detached, private, flags set on its root, nothing
-                                 * below; used up (carry.h) */
+        int tree_fd;            /* the new tree: detached, private, flags set on its root (a heal's
+                                 * has the host's mounts below it); used up (carry.h) */
         SwapHow how;
         uint64_t deadline;      /* for carrying the children (carry.h); 0: its default */
         const ScanBudget *budget;   /* keepalive while waiting (may be NULL) */
