@@ -16,6 +16,7 @@
 #include <sys/xattr.h>
 
 #include "config.h"
+#include "nsscan.h"
 #include "image.h"
 #include "layer.h"
 #include "trust.h"
@@ -393,6 +394,32 @@ static void test_config(void) {
 
                 r = config_load(&c, p, &error);
                 tap_ok(r == -EINVAL && error && strstr(error, "AllowWindow= takes a boolean"), "a bad boolean is refused");
+        }
+        put("etc/tuck/scan.conf", "[Scan]\nNamespaceBudgetSec=200ms\nRefreshBudgetSec=30s\nHealBudgetSec=2s\n"
+            "MaxMounts=500\n");
+        {
+                _cleanup_free_ char *p = path_join(root, "etc/tuck/scan.conf"), *error = NULL;
+
+                r = config_load(&c, p, &error);
+                tap_ok(r == 0 && c.scan_namespace_usec == 200000 && c.scan_refresh_usec == 30000000 &&
+                       c.scan_heal_usec == 2000000 && c.scan_max_mounts == 500, "[Scan] budgets (%s)",
+                       tap_str(error));
+                if (r == 0)
+                        config_done(&c);
+        }
+        put("etc/tuck/scan-bad.conf", "[Scan]\nHealBudgetSec=0\n");
+        {
+                _cleanup_free_ char *p = path_join(root, "etc/tuck/scan-bad.conf"), *error = NULL;
+
+                r = config_load(&c, p, &error);
+                tap_ok(r == -EINVAL && error && strstr(error, "line 2: HealBudgetSec= takes a time span above zero"),
+                       "a zero heal budget is refused with its line (%s)", tap_str(error));
+        }
+        {
+                r = config_load(&c, "/nonexistent/tuck.conf", NULL);
+                tap_ok(r == 0 && c.scan_heal_usec == SCAN_HEAL_USEC_DEFAULT, "no file: the heal budget's default");
+                if (r == 0)
+                        config_done(&c);
         }
         {
                 r = config_load(&c, "/nonexistent/tuck.conf", NULL);
