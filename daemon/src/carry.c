@@ -511,8 +511,8 @@ static int carry_assemble(Carry *c, int *ret_fd) {
                 if (r >= 0 && S_ISLNK(mode))
                         r = -ELOOP;
                 if (r < 0) {
-                        r = carry_fail(c, r, "the new tree has no place for the mount at '%s/%s': %s",
-                                       c->spec->path, c->places[i], strerror(-r));
+                        r = carry_fail(c, r, "the new generation has no mount point for the mount at '%s/%s' "
+                                       "(%s)", c->spec->path, c->places[i], strerror(-r));
                         goto done;
                 }
         }

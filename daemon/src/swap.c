@@ -95,7 +95,7 @@ int umount_fd(int fd) {
                 return cwd;
         if (fchdir(fd) < 0)
                 return -errno;
-        r = RET_NERRNO(umount2(".", MNT_DETACH));
+        r = RET_NERRNO(umount2(".", MNT_DETACH | UMOUNT_NOFOLLOW));
         if (fchdir(cwd) < 0 && r >= 0)
                 r = -errno;
         return r;
@@ -150,28 +150,28 @@ static int swap_attach(const SwapSpec *s, int top, int full, SwapResult *res) {
         switch (s->how) {
         case SWAP_ON_TOP:
                 if (move_mount(full, "", top, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                        return swap_fail(res, SWAP_UNTOUCHED, -errno, "cannot attach the new tree: %s",
+                        return swap_fail(res, SWAP_UNTOUCHED, -errno, "cannot attach the overlay: %s",
                                          strerror(errno));
                 break;
         case SWAP_BENEATH:
                 if (move_mount(full, "", top, "",
                                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
                         return swap_fail(res, SWAP_UNTOUCHED, -errno,
-                                         "cannot move the new tree beneath the live one: %s", strerror(errno));
+                                         "cannot move the new overlay beneath the live one: %s", strerror(errno));
                 /* Beneath the old top here and, by propagation, in every slave namespace.
                  * Unmounting the old top reveals it everywhere at once. */
                 r = umount_fd(top);
                 if (r < 0)
-                        return swap_fail(res, SWAP_HIDDEN, r, "the new tree is attached beneath the old one, "
-                                         "which cannot be unmounted: %s", strerror(-r));
+                        return swap_fail(res, SWAP_HIDDEN, r, "the new overlay is attached beneath the old "
+                                         "one, which cannot be unmounted: %s", strerror(-r));
                 break;
         case SWAP_WINDOW:
                 r = umount_fd(top);
                 if (r < 0)
-                        return swap_fail(res, SWAP_UNTOUCHED, r, "cannot unmount the old tree: %s", strerror(-r));
+                        return swap_fail(res, SWAP_UNTOUCHED, r, "cannot unmount the old overlay: %s", strerror(-r));
                 /* The window: every namespace sees the bare base until this returns. */
                 if (move_mount(full, "", AT_FDCWD, s->path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        return swap_fail(res, SWAP_EXPOSED, -errno, "unmounted the old tree but cannot mount "
+                        return swap_fail(res, SWAP_EXPOSED, -errno, "unmounted the old overlay but cannot mount "
                                          "the new one: %s", strerror(errno));
                 break;
         case _SWAP_HOW_MAX:
@@ -218,7 +218,7 @@ int swap_replace_top(const SwapSpec *spec, SwapResult *res) {
         if (r < 0)
                 return swap_fail(res, SWAP_UNTOUCHED, r, "%s", error ?: strerror(-r));
         if (fstat(full, &st) < 0)
-                return swap_fail(res, SWAP_UNTOUCHED, -errno, "cannot stat the new tree: %s", strerror(errno));
+                return swap_fail(res, SWAP_UNTOUCHED, -errno, "cannot stat the new overlay: %s", strerror(errno));
         res->new_dev = st.st_dev;
         return swap_attach(s, top, full, res);
 }

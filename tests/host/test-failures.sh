@@ -201,10 +201,11 @@ install_img "$B" foo
 fails_unchanged "overlay mount fails (EIO injected)" 1 \
         "/usr: failed, generation 1: overlayfs refused 2 layers: Input/output error; generation 1 left in place" \
         "$TUCK_FAULT" --fail=mount:EIO:3=5 -- "$TUCKCTL" --root="$ROOT" refresh
-# A detached tree moved beneath (F_EMPTY_PATH|BENEATH) is the swap itself; the probe moves by path.
+# A detached tree moved beneath the top's fd (F_EMPTY_PATH|T_EMPTY_PATH|BENEATH) is the
+# swap itself; the probe moves by path.
 fails_unchanged "the swap fails (EIO injected into move_mount beneath)" 1 \
         "cannot move the new overlay beneath the live one: Input/output error; generation 1 left in place" \
-        "$TUCK_FAULT" --fail=move_mount:EIO:4=0x204 -- "$TUCKCTL" --root="$ROOT" refresh
+        "$TUCK_FAULT" --fail=move_mount:EIO:4=0x244 -- "$TUCKCTL" --root="$ROOT" refresh
 fails_unchanged "cloning the assembled overlay fails (ENOMEM injected)" 1 \
         "cannot clone the assembled overlay" \
         "$TUCK_FAULT" --fail=open_tree:ENOMEM:2=0x88001 -- "$TUCKCTL" --root="$ROOT" refresh
@@ -304,7 +305,8 @@ tuck refresh >/dev/null
 mount -t tmpfs nested "$ROOT/opt/app"
 install_img "$(mkimg foo 2.2 sysext B)" foo
 ONLY=/opt fails_unchanged "nested mount without a mount point in the new generation" 1 \
-        "nested mount 'app' has no mount point in the new generation" tuck refresh
+        "the new generation has no mount point for the mount at '$ROOT/opt/app' \(No such file or directory\)" \
+        tuck refresh
 expect_eq "each hierarchy on its own: /usr went ahead" "$(probe_label "$ROOT/usr/lib/tuck-probe/generation")" B
 umount "$ROOT/opt/app"
 
