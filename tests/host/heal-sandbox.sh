@@ -222,10 +222,15 @@ done
 start_probe "tmpfs_strict-opt" "$(pid_of tmpfs_strict)" "$ROOT/opt/tuck-probe/generation"
 start_probe "bind_full-etc" "$(pid_of bind_full)" "$ROOT/etc/tuck-probe/generation"
 sleep 0.3
+kill -STOP "${probe_pids[@]}"
 
 for g in 2 3; do
         drop "$g"
+        # The readers spin: they run through each refresh, and wait while it is checked.
+        kill -CONT "${probe_pids[@]}"
         tuckctl refresh >"$LOGS/refresh-$g.out" 2>&1 || true
+        sleep 0.2
+        kill -STOP "${probe_pids[@]}"
         diag "$(grep -E 'healed|heal failed|not healed|refreshed' "$LOGS/refresh-$g.out" | head -n 12)"
         check "refresh $g: every namespace healed, none failed" \
                 bash -c "! grep -Eq 'heal failed|not healed|cannot' '$LOGS/refresh-$g.out'"
@@ -243,6 +248,7 @@ for g in 2 3; do
                 done
         done
 done
+kill -CONT "${probe_pids[@]}"
 stop_probes
 check_probes hidden_full-usr rw_strict-usr container-usr tmpfs_strict-opt bind_full-etc
 
