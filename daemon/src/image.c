@@ -264,7 +264,7 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
                 r = list_dir(fd, &entries);
                 if (r < 0)
                         goto fail;
-                r = trust_check_path(path, TRUST_SEARCH_DIR, NULL, &untrusted);
+                r = trust_check_path(path, TRUST_SEARCH_DIR, NULL, NULL, &untrusted);
                 if (r < 0)
                         log_debug_errno(r, "Cannot check who may write '%s', refusing its images: %m", path);
                 if (r < 0 && !untrusted && asprintf_safe(&untrusted, "cannot be checked: %s", strerror(-r)) < 0) {
@@ -330,13 +330,33 @@ int image_set_reason(Image *i, const char *fmt, ...) {
 }
 
 int image_check_trust(Image *i) {
-        _cleanup_free_ char *reason = NULL;
+        _cleanup_free_ char *reason = NULL, *resolved = NULL;
         struct stat st;
         int r;
 
         if (i->untrusted)
                 return 0;
-        r = trust_check_path(i->path, i->type == IMAGE_TYPE_DIRECTORY ? TRUST_TREE : TRUST_FILE, &st, &reason);
+        r = trust_check_path(i->path, i->type == IMAGE_TYPE_DIRECTORY ? TRUST_TREE : TRUST_FILE, &st, &resolved,
+                             &reason);
+        /* From here on the image is what the walk reached: a symlink flipped since the
+         * discovery (sysupdate's CurrentSymlink=) points at another file, not a replaced one. */
+        if (r > 0 && !streq(resolved, i->resolved)) {
+                free(i->resolved);
+                i->resolved = TAKE_PTR(resolved);
+                /* What it is was probed through the old target. */
+                if (i->type != IMAGE_TYPE_DIRECTORY) {
+                        free(i->fstype);
+                        i->fstype = NULL;
+                        r = image_probe_type(i->resolved, &i->type, &i->fstype);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0)
+                                return image_set_reason(i, "cannot open '%s': %s", i->resolved, strerror(-r));
+                        if (i->type == IMAGE_TYPE_UNSUPPORTED)
+                                return image_set_reason(i, "no squashfs or erofs file system found");
+                        r = 1;
+                }
+        }
         if (r > 0 && i->type == IMAGE_TYPE_DIRECTORY)
                 r = trust_check_tree(i->resolved, &reason);
         if (r == -ENOMEM)

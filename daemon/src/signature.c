@@ -54,7 +54,7 @@ static int load_cert(Certs *c, const char *path) {
         FILE *f;
         int r;
 
-        r = trust_check_path(path, TRUST_FILE, NULL, &reason);
+        r = trust_check_path(path, TRUST_FILE, NULL, NULL, &reason);
         if (r < 0)
                 return note_ignored(c, strerror(-r));
         if (r == 0)

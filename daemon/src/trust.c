@@ -76,7 +76,7 @@ static int walk_down(Walk *w, int fd, const char *c) {
         return 0;
 }
 
-int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_reason) {
+int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_resolved, char **ret_reason) {
         _cleanup_(walk_done) Walk w = { .where = "/" };
         _cleanup_free_ char *todo = strdup(path);
         unsigned links = 0;
@@ -169,6 +169,8 @@ int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char
                               ret_reason);
         if (trust_refusal(&st, false, buf))
                 return refuse(&w, w.where, buf, ret_reason);
+        if (ret_resolved && !(*ret_resolved = strdup(w.where)))
+                return -ENOMEM;
         if (ret_st)
                 *ret_st = st;
         return 1;

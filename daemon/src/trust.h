@@ -33,10 +33,12 @@ typedef enum TrustKind {
 
 /*
  * Walks path from "/" and checks it as kind says. Returns 1 if trusted (and
- * *ret_st, if given, is what the path resolved to), 0 and a reason naming
- * the offending path if not, a negative errno if it cannot be walked.
+ * *ret_st, if given, is what the path resolved to, *ret_resolved the path
+ * the walk ended at: every symlink followed, the name the checks hold for),
+ * 0 and a reason naming the offending path if not, a negative errno if it
+ * cannot be walked.
  */
-int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_reason);
+int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_resolved, char **ret_reason);
 
 /* Every entry of the directory tree at path: owned by root, not writable by group or others. Same returns. */
 int trust_check_tree(const char *path, char **ret_reason);

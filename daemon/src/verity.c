@@ -126,7 +126,7 @@ static int check_sidecar(const char *path, char **ret_reason) {
         _cleanup_free_ char *reason = NULL;
         int r;
 
-        r = trust_check_path(path, TRUST_FILE, NULL, &reason);
+        r = trust_check_path(path, TRUST_FILE, NULL, NULL, &reason);
         if (r < 0)
                 return refuse_with(ret_reason, "cannot check who may write '%s': %s", path, strerror(-r));
         if (r == 0)
