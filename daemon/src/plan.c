@@ -296,7 +296,7 @@ static int collect_layers(const PlanInput *in, const PlanHierarchyInput *hin, Hi
 /* Is @extension one this hierarchy must not lose unasked? */
 static bool protected_here(const PlanInput *in, const PlanHierarchyInput *hin, const HierarchyPlan *h,
                            const char *extension) {
-        if (versions_protected(in->versions, h->class, extension, h->hierarchy))
+        if (versions_protected(in->versions, h->class, extension, h->hierarchy, in->boot_id))
                 return true;
         /* A format-1 versions.json recorded no protection: the current generation is what was active. */
         if (!in->versions->legacy || !keepable(hin))
@@ -491,6 +491,7 @@ int plan_build(const PlanInput *in, Plan *ret) {
                 input.versions = &no_versions;
         in = &input;
         p.verb = in->verb;
+        p.boot_id = in->boot_id;
         p.hierarchies = calloc(in->n_hierarchies ?: 1, sizeof(HierarchyPlan));
         if (!p.hierarchies)
                 return -ENOMEM;
@@ -610,8 +611,16 @@ bool plan_activates(const HierarchyPlan *h) {
         return false;
 }
 
+/* Does @img live in a runtime search directory (below /run), gone at every boot? */
+static bool image_is_runtime(const Image *img) {
+        const char *rest = img->search_dir ? startswith(img->search_dir, "/run") : NULL;
+
+        return rest && (*rest == '/' || *rest == 0);
+}
+
 /* One hierarchy done as planned: its floors follow its layers, its requested removals unprotect. */
-static int hierarchy_versions_after(const HierarchyPlan *h, Versions *v, uint64_t when_usec, const char *via) {
+static int hierarchy_versions_after(const HierarchyPlan *h, Versions *v, uint64_t when_usec, const char *via,
+                                    const char *boot_id) {
         int r;
 
         if (h->action == PLAN_REFUSE)
@@ -630,6 +639,10 @@ static int hierarchy_versions_after(const HierarchyPlan *h, Versions *v, uint64_
                                 return r;
                 }
                 r = versions_activate(v, h->class, extension, h->hierarchy, version, when_usec, via);
+                /* A kept (held back) layer keeps what its image was. */
+                if (r >= 0 && l->image)
+                        r = versions_set_runtime_boot(v, h->class, extension,
+                                                      image_is_runtime(l->image) ? boot_id : NULL);
                 if (r < 0)
                         return r;
         }
@@ -654,7 +667,7 @@ int plan_versions_after(const Plan *p, const Versions *old, const bool *done, ui
         for (size_t i = 0; p->verb != VERB_UNMERGE && i < p->n_hierarchies; i++) {
                 if (done && !done[i])
                         continue;
-                r = hierarchy_versions_after(&p->hierarchies[i], &v, when_usec, via);
+                r = hierarchy_versions_after(&p->hierarchies[i], &v, when_usec, via, p->boot_id);
                 if (r < 0) {
                         versions_done(&v);
                         return r;

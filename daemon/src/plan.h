@@ -124,10 +124,12 @@ typedef struct PlanInput {
         bool allow_downgrade;        /* every extension (and unrequested removals) */
         char * const *allow_downgrade_names;   /* these extensions only */
         char * const *remove;        /* extensions whose removal was requested */
+        const char *boot_id;         /* the kernel's boot ID: a runtime image's protection is this boot's */
 } PlanInput;
 
 typedef struct Plan {
         TuckVerb verb;
+        const char *boot_id;         /* the input's (not owned) */
         HierarchyPlan *hierarchies;
         size_t n_hierarchies;
 } Plan;

@@ -489,6 +489,7 @@ static int run_plan(Run *run) {
                 .allow_downgrade = run->o->allow_downgrade || run->c->config.allow_downgrade,
                 .allow_downgrade_names = run->o->allow_downgrade_names,
                 .remove = run->o->remove,
+                .boot_id = boot_id_current(),
         };
         int r;
 

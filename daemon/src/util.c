@@ -783,6 +783,20 @@ char *name_escape(const char *s) {
         return r;
 }
 
+const char *boot_id_current(void) {
+        static char id[64];
+        static int state = 0;   /* 0: not read yet, 1: read, -1: unreadable */
+        _cleanup_free_ char *text = NULL;
+
+        if (state == 0) {
+                state = read_full_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", sizeof(id) - 1, &text) < 0 ?
+                        -1 : 1;
+                if (state > 0)
+                        snprintf(id, sizeof(id), "%s", strstrip(text));
+        }
+        return state > 0 && id[0] ? id : NULL;
+}
+
 int pidfd_open_above_stdio(pid_t pid) {
         int fd, moved;
 

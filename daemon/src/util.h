@@ -131,6 +131,9 @@ char *name_escape(const char *s);
 
 /* Processes. pidfd_open(), never returned as fd 0, 1 or 2 (CLOEXEC). */
 int pidfd_open_above_stdio(pid_t pid);
+
+/* The kernel's boot ID (/proc/sys/kernel/random/boot_id), read once; NULL if it cannot be read. */
+const char *boot_id_current(void);
 /* 0 while the process behind @pidfd runs (or is a zombie not yet reaped), -ESRCH once it is gone. */
 int pidfd_check_alive(int pidfd);
 

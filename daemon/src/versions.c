@@ -62,6 +62,7 @@ static void entry_done(VersionEntry *e) {
         free(e->floor);
         decision_done(&e->decision);
         strv_free(e->protected_in);
+        free(e->runtime_boot);
         *e = (VersionEntry) {};
 }
 
@@ -78,8 +79,10 @@ static int entry_copy(VersionEntry *dst, const VersionEntry *src) {
                 .extension = strdup(src->extension),
                 .floor = strdup_or_null(src->floor),
                 .protected_in = strv_copy(src->protected_in),
+                .runtime_boot = strdup_or_null(src->runtime_boot),
         };
         if (!dst->extension || (src->floor && !dst->floor) || !dst->protected_in ||
+            (src->runtime_boot && !dst->runtime_boot) ||
             decision_set(&dst->decision, src->decision.kind, src->decision.version, src->decision.previous_floor,
                          src->decision.when_usec, src->decision.via) < 0) {
                 entry_done(dst);
@@ -121,7 +124,7 @@ static bool entry_equal(const VersionEntry *a, const VersionEntry *b) {
                a->decision.kind == b->decision.kind && streq_ptr(a->decision.version, b->decision.version) &&
                streq_ptr(a->decision.previous_floor, b->decision.previous_floor) &&
                a->decision.when_usec == b->decision.when_usec && streq_ptr(a->decision.via, b->decision.via) &&
-               strv_equal(a->protected_in, b->protected_in);
+               strv_equal(a->protected_in, b->protected_in) && streq_ptr(a->runtime_boot, b->runtime_boot);
 }
 
 bool versions_equal(const Versions *a, const Versions *b) {
@@ -149,10 +152,22 @@ const char *versions_floor(const Versions *v, ImageClass c, const char *extensio
         return e ? e->floor : NULL;
 }
 
-bool versions_protected(const Versions *v, ImageClass c, const char *extension, const char *hierarchy) {
+bool versions_protected(const Versions *v, ImageClass c, const char *extension, const char *hierarchy,
+                        const char *boot_id) {
         const VersionEntry *e = versions_find(v, c, extension);
 
-        return e && strv_contains(e->protected_in, hierarchy);
+        if (!e || !strv_contains(e->protected_in, hierarchy))
+                return false;
+        /* A runtime image is gone at every boot, as /run is: that is no removal. */
+        return !e->runtime_boot || !boot_id || streq(e->runtime_boot, boot_id);
+}
+
+int versions_set_runtime_boot(Versions *v, ImageClass c, const char *extension, const char *boot_id) {
+        VersionEntry *e = versions_find(v, c, extension);
+
+        if (!e)
+                return -ENOENT;
+        return free_and_strdup(&e->runtime_boot, boot_id);
 }
 
 /* The entry of @extension, added (no floor, no decision) if there is none. */
@@ -305,6 +320,8 @@ json_object *versions_to_json(const Versions *v) {
                         STRV_FOREACH(h, e->protected_in)
                                 json_object_array_add(p, json_object_new_string(*h));
                         json_object_object_add(x, "protected_in", p);
+                        if (e->runtime_boot)
+                                json_add_string(x, "runtime_boot", e->runtime_boot);
                         json_object_object_add(cls, e->extension, x);
                 }
                 json_object_object_add(o, image_class_to_string(k), cls);
@@ -340,7 +357,7 @@ static int decision_from_json(json_object *o, Decision *ret, char **ret_error) {
 /* One extension's entry: "floor"… (format 2) or a bare version string (format 1). */
 static int entry_from_json(json_object *x, bool legacy, VersionEntry *e, char **ret_error) {
         json_object *d;
-        const char *floor = NULL;
+        const char *floor = NULL, *rb = NULL;
         int r;
 
         if (legacy) {
@@ -374,6 +391,11 @@ static int entry_from_json(json_object *x, bool legacy, VersionEntry *e, char **
         if (r < 0)
                 return r;
         strv_sort(e->protected_in);
+        r = json_member_string(x, "runtime_boot", &rb, ret_error);
+        if (r < 0)
+                return r;
+        if (rb && !(e->runtime_boot = strdup(rb)))
+                return -ENOMEM;
         return 0;
 }
 

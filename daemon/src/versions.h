@@ -13,7 +13,8 @@
  *         "decision": { "kind": "downgrade-allowed", "version": "1.0",
  *                       "previous_floor": "2.0", "when_usec": 1796...,
  *                       "via": "tuckctl refresh --allow-downgrade=foo" },
- *         "protected_in": [ "/usr" ]
+ *         "protected_in": [ "/usr" ],
+ *         "runtime_boot": "6f3c…"
  *       }
  *     },
  *     "confext": { ... }
@@ -24,7 +25,10 @@
  * one an operator allowed since (--allow-downgrade[=NAME]); a newer version
  * activated later raises it again and the decision is spent. protected_in
  * lists the hierarchies the extension is active in: its image may not leave
- * them unless asked (--remove=NAME), across reboots. `tuckctl forget`
+ * them unless asked (--remove=NAME), across reboots; runtime_boot, when
+ * the image last activated lived in a runtime search directory (below
+ * /run, gone at every boot by definition), is the kernel's boot ID of that
+ * boot, and the protection holds in that boot only. `tuckctl forget`
  * drops the entry. The format-1 file ({"sysext": {"foo": "1.2"}}) is read
  * as floors without decisions or protection.
  *
@@ -60,6 +64,7 @@ typedef struct VersionEntry {
         char *floor;                 /* NULL: no floor (only unversioned images so far, or allowed) */
         Decision decision;
         char **protected_in;         /* hierarchies it is active in (removal protection) */
+        char *runtime_boot;          /* its image is a runtime one (/run): protected in this boot only */
 } VersionEntry;
 
 typedef struct Versions {
@@ -78,11 +83,15 @@ bool versions_equal(const Versions *a, const Versions *b);
 VersionEntry *versions_find(const Versions *v, ImageClass c, const char *extension);
 /* The floor of an extension, NULL if it has none. */
 const char *versions_floor(const Versions *v, ImageClass c, const char *extension);
-bool versions_protected(const Versions *v, ImageClass c, const char *extension, const char *hierarchy);
+/* Protected in @hierarchy in the boot @boot_id (NULL: whatever the boot)? */
+bool versions_protected(const Versions *v, ImageClass c, const char *extension, const char *hierarchy,
+                        const char *boot_id);
 
 /* The hierarchy runs @version of @extension: the floor rises to it if it is higher; protected there. */
 int versions_activate(Versions *v, ImageClass c, const char *extension, const char *hierarchy,
                       const char *version, uint64_t when_usec, const char *via);
+/* Its image, last activated, is a runtime one of boot @boot_id (NULL: a persistent one). */
+int versions_set_runtime_boot(Versions *v, ImageClass c, const char *extension, const char *boot_id);
 /* The operator accepted @version (NULL: unversioned) below the floor: the floor goes down to it. */
 int versions_allow(Versions *v, ImageClass c, const char *extension, const char *version,
                    uint64_t when_usec, const char *via);

@@ -48,7 +48,7 @@ static void use_floors(Versions *v, ImageClass c, const char *copy_dir) {
         fuzz_assert(versions_activate(v, c, "foo", "/usr", "99.1", 1, "fuzz") == 0);
         floor = versions_floor(v, c, "foo");
         fuzz_assert(floor && strverscmp_improved(floor, "99.1") >= 0);
-        fuzz_assert(versions_protected(v, c, "foo", "/usr"));
+        fuzz_assert(versions_protected(v, c, "foo", "/usr", NULL));
         /* An operator's rollback: the floor goes to what was allowed. */
         fuzz_assert(versions_allow(v, c, "foo", "1.0", 2, "fuzz --allow-downgrade=foo") == 0);
         fuzz_assert(streq_ptr(versions_floor(v, c, "foo"), "1.0"));

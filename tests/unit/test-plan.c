@@ -21,6 +21,7 @@ static Image *img(const char *name, const char *version, const char *fingerprint
         i->name = strdup(name);
         i->extension = strdup(name);
         i->path = strjoin("/run/extensions/", name, ".raw");
+        i->search_dir = strdup("/run/extensions");
         i->version = version ? strdup(version) : NULL;
         i->fingerprint = strdup(fingerprint);
         i->state = IMAGE_CANDIDATE;
@@ -277,6 +278,77 @@ static void test_floors_after(void) {
         image_free(bar11);
 }
 
+/*
+ * An image in a runtime search directory (/run) is gone at every boot, as
+ * /run is: its protection is that boot's. Gone in the same boot, it is held
+ * back; gone after a reboot (another boot ID), it simply is not merged.
+ */
+static void test_runtime_protection(void) {
+        Image *run_foo = img("foo", "1.0", "f1", true), *var_foo = img("foo", "1.0", "f1", true);
+        Image *with_run[] = { run_foo }, *with_var[] = { var_foo };
+        Generation g = generation("foo:1.0:f1");
+        bool staged[] = { true };
+        Versions v = {}, after = {};
+        const VersionEntry *e;
+        Plan p = {};
+        int r;
+
+        free(var_foo->search_dir);
+        var_foo->search_dir = strdup("/var/lib/extensions");
+        PlanHierarchyInput h = {
+                .hierarchy = "/usr", .class = IMAGE_SYSEXT, .current = &g, .staged = staged,
+                .live = { .top = TOP_OURS },
+        };
+        PlanInput in = {
+                .verb = VERB_REFRESH, .images = with_run, .n_images = 1, .hierarchies = &h, .n_hierarchies = 1,
+                .versions = &v, .always_refresh = true, .boot_id = "boot-a",
+        };
+
+        r = plan_build(&in, &p);
+        r = r < 0 ? r : plan_versions_after(&p, &v, NULL, 100, "x", &after);
+        e = versions_find(&after, IMAGE_SYSEXT, "foo");
+        tap_ok(r == 0 && e && streq_ptr(e->runtime_boot, "boot-a") && strv_contains(e->protected_in, "/usr"),
+               "an image from /run/extensions: protected in this boot only (runtime_boot)");
+        plan_done(&p);
+
+        in.images = NULL;
+        in.n_images = 0;
+        in.versions = &after;
+        r = plan_build(&in, &p);
+        tap_ok(r == 0 && p.hierarchies[0].n_held == 1 && p.hierarchies[0].held[0].reason == HOLD_GONE,
+               "gone in the same boot: held back (gone)");
+        plan_done(&p);
+        in.boot_id = "boot-b";
+        r = plan_build(&in, &p);
+        tap_ok(r == 0 && p.hierarchies[0].n_held == 0 && p.hierarchies[0].n_layers == 0,
+               "gone after a reboot (another boot ID): not held back, not merged");
+        plan_done(&p);
+        versions_done(&after);
+
+        in.images = with_var;
+        in.n_images = 1;
+        in.versions = &v;
+        in.boot_id = "boot-a";
+        r = plan_build(&in, &p);
+        r = r < 0 ? r : plan_versions_after(&p, &v, NULL, 100, "x", &after);
+        e = versions_find(&after, IMAGE_SYSEXT, "foo");
+        tap_ok(r == 0 && e && !e->runtime_boot, "an image from /var/lib/extensions: protected across reboots");
+        plan_done(&p);
+        in.images = NULL;
+        in.n_images = 0;
+        in.versions = &after;
+        in.boot_id = "boot-b";
+        r = plan_build(&in, &p);
+        tap_ok(r == 0 && p.hierarchies[0].n_held == 1, "gone after a reboot: held back");
+        plan_done(&p);
+
+        versions_done(&after);
+        versions_done(&v);
+        generation_done(&g);
+        image_free(run_foo);
+        image_free(var_foo);
+}
+
 int main(void) {
         Image *other_class = img("conf", "1", "fc", true), *not_usr = img("optonly", "1", "fo", true),
               *shadowed = img("zzz", "1", "fs", true), *foo_opt = img("foo", "3", "fo3", true);
@@ -425,6 +497,7 @@ int main(void) {
         }
 
         test_floors_after();
+        test_runtime_protection();
         tap_ok(layers_unchanged(NULL, 0, NULL) == false, "layers_unchanged: no generation is a change");
         return tap_done();
 }
