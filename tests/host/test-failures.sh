@@ -1,9 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# Every failure path leaves the old generation in place: the host's and a
-# service's mount tables byte-for-byte the same, the old content visible, and
-# an error that says why. Each case starts from a fresh host-like tree.
+# Every failure path leaves the old generation in place: the host's and two
+# services' mount tables byte-for-byte the same, the old content visible, and
+# an error that says why. One service has /usr read-only and nosuid in place,
+# which the swap would loosen: a refresh pins it first (heal.h) and must
+# take that pin away again when its swap does not happen. Each case starts
+# from a fresh host-like tree.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -18,6 +21,8 @@ setup_merged() {
         tuck merge -v >/dev/null 2>"$ROOT/tmp/merge.log" || { cat "$ROOT/tmp/merge.log"; exit 1; }
         service plain
         PLAIN=$SERVICE_PID
+        spawn_ns pinned "mount -o remount,bind,ro,nosuid,nodev $ROOT/usr"
+        PINNED=$NS_PID_pinned
 }
 
 # A generation record without what it says is held back: a refused
@@ -39,6 +44,8 @@ snapshot() {
         grep -- "$filter" /proc/self/mountinfo || true
         echo ---
         nsenter --mount --target "$PLAIN" cat /proc/self/mountinfo | grep -- "$filter" || true
+        echo ---
+        nsenter --mount --target "$PINNED" cat /proc/self/mountinfo | grep -- "$filter" || true
         echo ---
         if [[ -n ${ONLY:-} ]]; then
                 cat "$ROOT/${ONLY#/}/"{,lib/}tuck-probe/generation 2>/dev/null || true
