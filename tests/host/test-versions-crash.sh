@@ -179,13 +179,14 @@ phase() {
 }
 
 # written_before_swap TRACE: in the trace of a full run, the new versions.json is made durable
-# (its temp file fsync()ed, renamed over it, the directory fsync()ed) before the swap beneath.
+# (its temp file fsync()ed, renamed over it, the directory fsync()ed) before the first swap
+# beneath (a detached tree moved beneath the top's fd: nothing else moves with those flags).
 written_before_swap() {
-        awk -v v="\"$ROOT/$V.tmp" -v usr="\"$ROOT/usr\"" '
+        awk -v v="\"$ROOT/$V.tmp" '
                 /^fsync\(/ { last_fsync = NR }
                 index($0, "rename(" v) == 1 && !renamed { renamed = NR; data_synced = last_fsync == NR - 1 }
                 renamed && !dir_synced && /^fsync\(/ && NR > renamed { dir_synced = NR }
-                index($0, usr) && /MOVE_MOUNT_F_EMPTY_PATH\|0x200/ && !swap { swap = NR }
+                /^move_mount\(.*MOVE_MOUNT_F_EMPTY_PATH\|MOVE_MOUNT_T_EMPTY_PATH\|0x200/ && !swap { swap = NR }
                 END {
                         printf "rename at %d (data fsync before it: %d), directory fsync at %d, swap at %d\n",
                                 renamed, data_synced, dir_synced, swap

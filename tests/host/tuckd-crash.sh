@@ -416,16 +416,11 @@ check "after every restart: the images on disk active in the host and in every n
         test "$unrecovered" -eq 0
 check_probes host service full container
 
-# Half-healed: the heal is to carry a namespace's own mounts below the
-# hierarchy (issue 8); until it does, every heal of "full" drops its tmpfs.
-# A TAP TODO: an expected failure now, and once the heal carries them an
-# unexpected pass that fails the test until this TODO goes.
-TAP_N=$((TAP_N + 1))
-if ((half_healed == 0)); then
-        echo "ok $TAP_N - no namespace left half-healed: full kept its mount below /usr through $run restarts # TODO heal carries child mounts (issue 8)"
-else
-        echo "not ok $TAP_N - no namespace left half-healed: full lost its mount below /usr ($half_healed of $run restarts) # TODO heal carries child mounts (issue 8)"
-fi
+# Half-healed: a heal carries a namespace's own mounts below the hierarchy
+# onto the new tree before the old top goes (issue 8), killed at any point or
+# not: "full" keeps its tmpfs through every restart.
+check "no namespace left half-healed: full kept its mount below /usr ($half_healed of $run restarts lost it)" \
+        test "$half_healed" -eq 0
 
 # Nothing leaked.
 call Refresh t 1 >/dev/null
