@@ -342,12 +342,16 @@ int heal_apply(const NamespaceView *now, HealAction action, int host_fd, uint64_
         return -a.error;
 }
 
+static void heal_report_done(HealReport *r) {
+        namespace_view_done(&r->view);
+        free(r->outcome);
+        free(r->reason);
+        r->outcome = r->reason = NULL;
+}
+
 void heal_reports_free(HealReport *r, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                namespace_view_done(&r[i].view);
-                free(r[i].outcome);
-                free(r[i].reason);
-        }
+        for (size_t i = 0; i < n; i++)
+                heal_report_done(&r[i]);
         free(r);
 }
 
@@ -428,8 +432,9 @@ int heal_views(const char *root, const char *path, int host_fd, NamespaceView *n
                         rep->view = again;
                 }
                 if (rep->action == HEAL_NONE && rep->result == 0) {
-                        /* Current, flags intact: nothing to say about it. */
-                        namespace_view_done(&rep->view);
+                        /* Current, flags intact (a first try may have found it moving,
+                         * and said why): nothing to say about it. */
+                        heal_report_done(rep);
                         continue;
                 }
                 n++;
