@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "carry.h"
+#include "fixture-mountinfo.h"
 #include "mountinfo.h"
 #include "tap.h"
 #include "util.h"
@@ -78,21 +79,8 @@ static const Case cases[] = {
           20, "/usr", -ELOOP, NULL, 0 },
 };
 
-static struct libmnt_table *parse(const char *mountinfo) {
-        struct libmnt_table *tb = mnt_new_table();
-        FILE *f = fmemopen((void *) mountinfo, strlen(mountinfo), "r");
-
-        if (!tb || !f || mnt_table_parse_stream(tb, f, "fixture") < 0) {
-                mnt_unref_table(tb);
-                tb = NULL;
-        }
-        if (f)
-                fclose(f);
-        return tb;
-}
-
 static void test_case(const Case *c) {
-        struct libmnt_table *tb = parse(c->mountinfo);
+        struct libmnt_table *tb = fixture_mount_table(c->mountinfo);
         _cleanup_strv_free_ char **places = NULL;
         _cleanup_free_ char *error = NULL, *joined = NULL;
         unsigned n = 0;
@@ -133,7 +121,7 @@ static void test_long_loop(void) {
         for (int id = 40; id < 4040; id++)
                 k += snprintf(text + k, size - k, "%d %d 0:60 / /usr/l%d rw - tmpfs tmpfs rw\n", id,
                               id == 40 ? 4039 : id - 1, id);
-        tb = parse(text);
+        tb = fixture_mount_table(text);
         if (!tap_ok(tb, "long chain: the fixture parses"))
                 return;
         r = carry_plan(tb, 20, "/usr", &places, &n, NULL);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
+#include "fixture-mountinfo.h"
 #include "mountinfo.h"
 #include "observe.h"
 #include "tap.h"
@@ -80,25 +81,12 @@ static const Case cases[] = {
           28, false, TOP_BASE },
 };
 
-static struct libmnt_table *parse(const char *mountinfo) {
-        struct libmnt_table *tb = mnt_new_table();
-        FILE *f = fmemopen((void *) mountinfo, strlen(mountinfo), "r");
-
-        if (!tb || !f || mnt_table_parse_stream(tb, f, "fixture") < 0) {
-                mnt_unref_table(tb);
-                tb = NULL;
-        }
-        if (f)
-                fclose(f);
-        return tb;
-}
-
 static void test_case(const Case *c) {
         const TuckHierarchy h = { .path = (char *) "/usr", .full = (char *) "/usr", .id = (char *) "usr",
                                   .class = IMAGE_SYSEXT };
         const Generation g = { .class = IMAGE_SYSEXT, .merged = true, .number = 3, .overlay_dev = makedev(0, 50),
                                .overlay_mnt_id = 20 };
-        struct libmnt_table *tb = parse(c->mountinfo);
+        struct libmnt_table *tb = fixture_mount_table(c->mountinfo);
         struct libmnt_fs *top = tb ? mount_table_find_id(tb, c->top_id) : NULL;
         TopKind k;
 
@@ -113,7 +101,7 @@ static void test_case(const Case *c) {
 
 /* The top of a stack, found by walking up (mount_table_find_top()), on a stack and on a loop. */
 static void test_find_top(void) {
-        struct libmnt_table *tb = parse(ROOT BASE
+        struct libmnt_table *tb = fixture_mount_table(ROOT BASE
                                         "20 10 0:50 / /usr ro,nodev shared:3 - overlay tuck-sysext ro,lowerdir=x\n"
                                         "25 20 0:70 / /usr rw shared:9 - tmpfs tmpfs rw\n");
         struct libmnt_fs *top = tb ? mount_table_find_top(tb, "/usr") : NULL;
@@ -121,7 +109,7 @@ static void test_find_top(void) {
         tap_ok(top && mnt_fs_get_id(top) == 25, "find_top: a tmpfs on our overlay on the base is the top");
         mnt_unref_table(tb);
         /* Found by fuzz-mountinfo: two mounts with one ID, each other's parent. */
-        tb = parse("0 0 0:70 / /usr rw - tmpfs tmpfs rw\n" "0 0 0:71 / /usr rw - tmpfs tmpfs rw\n");
+        tb = fixture_mount_table("0 0 0:70 / /usr rw - tmpfs tmpfs rw\n" "0 0 0:71 / /usr rw - tmpfs tmpfs rw\n");
         top = tb ? mount_table_find_top(tb, "/usr") : NULL;
         tap_ok(top && streq_ptr(mnt_fs_get_target(top), "/usr"), "find_top: parents that loop end the walk");
         mnt_unref_table(tb);
