@@ -236,6 +236,9 @@ static int compare_strings(const void *a, const void *b) {
 }
 
 void strv_sort(char **l) {
+        /* qsort() must not see NULL, even for no elements (an empty directory's list). */
+        if (!l)
+                return;
         qsort(l, strv_length(l), sizeof(char *), compare_strings);
 }
 
