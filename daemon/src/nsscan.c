@@ -230,41 +230,7 @@ int namespace_view_mount_table(const NamespaceView *v, ScanBudget *b, struct lib
         return 0;
 }
 
-/* ---- scans that got stuck: <run_dir>/namespaces/stuck.json
- *
- *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "worker": PID,
- *                          "worker_start_time": TICKS, "since": USEC }, ... }
- *   or, for a mount table too long or too slow to read:
- *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "table": -ERRNO, "limit": N,
- *                          "since": USEC } }
- *   (N: the MaxMounts= or the NamespaceBudgetSec= in µs it was over; a larger one now reads it again)
- *
- * A worker a namespace left waiting (killed, but in a FUSE request its server
- * read) stays until that file system answers or goes away. While it is there
- * the namespace is reported unreadable without being looked at again, so
- * neither tuckd's refreshes nor a series of tuckctl runs pile up one stuck
- * process per run. Each entry names a witness in the namespace, as the
- * wishes do (stale.h), and the worker by its start time. A mount table that
- * was over the budget is not read again for STUCK_TABLE_USEC either: a few
- * namespaces of 20,000 stacked binds would otherwise cost every refresh and
- * every status their full budget. */
-
-typedef enum StuckKind {
-        STUCK_WORKER,           /* a worker never came back from its walk: skip the walk */
-        STUCK_TABLE,            /* its mount table was too long or too slow: skip reading it */
-} StuckKind;
-
-/* A table found too long is not read again for this long (it may shrink, but rarely will). */
-#define STUCK_TABLE_USEC (300 * UINT64_C(1000000))
-
-typedef struct Stuck {
-        uint64_t ns_ino;
-        StuckKind kind;
-        int error;              /* STUCK_TABLE: -E2BIG or -ETIMEDOUT */
-        uint64_t limit;         /* ... past which: MaxMounts= or NamespaceBudgetSec= then */
-        pid_t pid, worker;
-        uint64_t start_time, worker_start_time, since;
-} Stuck;
+/* ---- scans that got stuck: <run_dir>/namespaces/stuck.json (nsscan.h) */
 
 static char *stuck_path(const ScanBudget *b) {
         return b && b->run_dir ? path_join(b->run_dir, "namespaces", "stuck.json") : NULL;
@@ -293,7 +259,7 @@ static uint64_t json_u64(json_object *o, const char *key) {
 }
 
 /* The entries whose worker is still stuck and whose witness still stands. */
-static int stuck_load(const ScanBudget *b, Stuck **ret, size_t *ret_n) {
+int ns_stuck_load(const ScanBudget *b, Stuck **ret, size_t *ret_n) {
         _cleanup_free_ char *path = stuck_path(b);
         json_object *o = NULL;
         Stuck *l = NULL;
@@ -346,7 +312,7 @@ static int stuck_load(const ScanBudget *b, Stuck **ret, size_t *ret_n) {
         return 0;
 }
 
-static int stuck_save(const ScanBudget *b, const Stuck *l, size_t n) {
+int ns_stuck_save(const ScanBudget *b, const Stuck *l, size_t n) {
         _cleanup_free_ char *path = stuck_path(b), *dir = NULL;
         json_object *o;
         int r;
@@ -1057,7 +1023,7 @@ static int scan_init(Scan *s, const NsScanSpec *spec, ScanBudget *fallback) {
         if (stat(spec->root, &s->our_root) < 0 || stat("/", &s->slash) < 0)
                 return -errno;
         s->self_ns = link_ino(AT_FDCWD, "/proc/self/ns/mnt");
-        r = stuck_load(s->budget, &s->stuck, &s->n_stuck);
+        r = ns_stuck_load(s->budget, &s->stuck, &s->n_stuck);
         if (r < 0)
                 log_debug_errno(r, "Ignoring the record of stuck scans: %m");
         return 0;
@@ -1065,7 +1031,7 @@ static int scan_init(Scan *s, const NsScanSpec *spec, ScanBudget *fallback) {
 
 static void scan_done(Scan *s) {
         if (s->stuck_changed) {
-                int r = stuck_save(s->budget, s->stuck, s->n_stuck);
+                int r = ns_stuck_save(s->budget, s->stuck, s->n_stuck);
 
                 if (r < 0)
                         log_debug_errno(r, "Cannot record the scans that got stuck: %m");

@@ -90,6 +90,52 @@ typedef struct ScanBudget {
                 .heal_usec = SCAN_HEAL_USEC_DEFAULT,                  \
         }
 
+/*
+ * Scans that got stuck: <run_dir>/namespaces/stuck.json
+ *
+ *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "worker": PID,
+ *                          "worker_start_time": TICKS, "since": USEC }, ... }
+ *   or, for a mount table too long or too slow to read:
+ *   { "<mnt ns inode>": { "pid": WITNESS, "start_time": TICKS, "table": -ERRNO, "limit": N,
+ *                          "since": USEC } }
+ *   (N: the MaxMounts= or the NamespaceBudgetSec= in µs it was over; a larger one now reads it again)
+ *
+ * A worker a namespace left waiting (killed, but in a FUSE request its server
+ * read) stays until that file system answers or goes away. While it is there
+ * the namespace is reported unreadable without being looked at again, so
+ * neither tuckd's refreshes nor a series of tuckctl runs pile up one stuck
+ * process per run. Each entry names a witness in the namespace, as the
+ * wishes do (stale.h), and the worker by its start time. A mount table that
+ * was over the budget is not read again for STUCK_TABLE_USEC either: a few
+ * namespaces of 20,000 stacked binds would otherwise cost every refresh and
+ * every status their full budget. */
+
+typedef enum StuckKind {
+        STUCK_WORKER,           /* a worker never came back from its walk: skip the walk */
+        STUCK_TABLE,            /* its mount table was too long or too slow: skip reading it */
+} StuckKind;
+
+/* A table found too long is not read again for this long (it may shrink, but rarely will). */
+#define STUCK_TABLE_USEC (300 * UINT64_C(1000000))
+
+typedef struct Stuck {
+        uint64_t ns_ino;
+        StuckKind kind;
+        int error;              /* STUCK_TABLE: -E2BIG or -ETIMEDOUT */
+        uint64_t limit;         /* ... past which: MaxMounts= or NamespaceBudgetSec= then */
+        pid_t pid, worker;
+        uint64_t start_time, worker_start_time, since;
+} Stuck;
+
+/*
+ * The entries of b->run_dir's stuck.json that still hold: the worker still
+ * stuck, the witness still standing, a table entry still young. A file that
+ * does not parse is -EBADMSG; none is an empty list.
+ */
+int ns_stuck_load(const ScanBudget *b, Stuck **ret, size_t *ret_n);
+/* Writes them (none: the file goes). */
+int ns_stuck_save(const ScanBudget *b, const Stuck *l, size_t n);
+
 /* Starts the run's clock (once). */
 void scan_budget_start(ScanBudget *b);
 /* When one more namespace started now must be done: the earlier of its own budget and the run's. */
