@@ -6,8 +6,11 @@
  * One line:
  *
  *   merged=0|1 generation=N layers=NAME:VERSION,... staged=N mounted=N temps=N
+ *   floors=NAME:FLOOR[:allowed],...
  *
- * (merged=- generation=0 layers= when the hierarchy has no record). staged
+ * (merged=- generation=0 layers= when the hierarchy has no record). floors
+ * are the sysext floors versions.json holds, ":allowed" where the floor is
+ * a rollback an operator allowed (a recorded decision). staged
  * counts the images staging.json records, mounted the image mounts (/i/ID)
  * in the staging namespace, temps the write_file_atomic() temporaries left
  * behind (NAME.tmp.PID). Exit
@@ -101,7 +104,7 @@ int main(int argc, char *argv[]) {
         _cleanup_(generation_done) Generation g = {};
         StagingTable t = {};
         _cleanup_free_ char *error = NULL;
-        Versions v = {};
+        _cleanup_(versions_done) Versions v = {};
         unsigned temps = 0;
         size_t staged;
         int mounted;
@@ -129,7 +132,6 @@ int main(int argc, char *argv[]) {
         r = versions_load(state_dir, &v, &error);
         if (r < 0)
                 return fail("versions.json", r, error);
-        versions_done(&v);
         mounted = staging_image_mounts(run_dir);
         if (mounted < 0)
                 return fail("the staging namespace", mounted, NULL);
@@ -140,6 +142,15 @@ int main(int argc, char *argv[]) {
         printf("merged=%s generation=%" PRIu64 " layers=", g.hierarchy ? (g.merged ? "1" : "0") : "-", g.number);
         for (size_t i = 0; g.merged && i < g.n_layers; i++)
                 printf("%s%s:%s", i ? "," : "", g.layers[i].name, strna(g.layers[i].version));
-        printf(" staged=%zu mounted=%d temps=%u\n", staged, mounted, temps);
+        printf(" staged=%zu mounted=%d temps=%u floors=", staged, mounted, temps);
+        for (size_t i = 0, n = 0; i < v.n_entries; i++) {
+                const VersionEntry *e = v.entries + i;
+
+                if (e->class != IMAGE_SYSEXT || !e->floor)
+                        continue;
+                printf("%s%s:%s%s", n++ ? "," : "", e->extension, e->floor,
+                       e->decision.kind == DECISION_DOWNGRADE_ALLOWED ? ":allowed" : "");
+        }
+        putchar('\n');
         return EXIT_SUCCESS;
 }

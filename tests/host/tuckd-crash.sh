@@ -4,25 +4,36 @@
 # The crash campaign: tuckd SIGKILLed, with everything it forked (as
 # systemd's KillMode=control-group kills a service), at random points of
 # merge, refresh (with the heals it does in namespaces that stayed behind),
-# unmerge and its own start-up recovery, the moment a heal is seen inside
-# a namespace, and by seccomp at the moment it writes a state file
-# (tuck-fault --kill: fsync() of the temporary, or the rename() that would
-# replace the file). Then restarted, many times.
+# rollback (an older image with RefreshEx's allow-downgrade-names, the
+# operator's recorded decision), unmerge and its own start-up recovery, the
+# moment a heal is seen inside a namespace, and by seccomp at the moment it
+# writes a state file (tuck-fault --kill: fsync() of the temporary, or the
+# rename() that would replace the file). Then restarted, many times.
+#
+# tuck.conf keeps the default policy (no AllowDowngrade=): every image
+# dropped is a new, higher version, built as it is needed, and only the
+# rollback goes down.
 #
 # After every kill:
 #   - the hierarchy shows the old or the new generation, never a missing
 #     file (and the base only when that is the old or the new one: before a
 #     merge, after an unmerge);
-#   - every state file loads with libtuck's own loaders, and the generation
-#     record holds the old layers or the new ones (crash-state);
+#   - every state file loads with libtuck's own loaders, the generation
+#     record holds the old layers or the new ones, and versions.json the old
+#     floors or the new (crash-state);
 # after every restart:
-#   - tuckd is ready, and what is on disk is merged, in the host and in every
-#     namespace (the stale ones healed);
+#   - tuckd is ready, and the images on disk are merged, in the host and in
+#     every namespace (the stale ones healed), with the floors they set; but
+#     a rollback whose decision the kill came before is held back: b stays
+#     at the version it ran, tuckd says Degraded and names b in HeldBack (a
+#     boot never silently drops or downgrades an extension);
 #   - no namespace is left half-healed: its own mounts below the hierarchy
 #     (a tmpfs at usr/lib/tuck-child in the namespace "full") are all there;
 #   - the mount stack at /usr, loop devices, dm devices and the staging
-#     namespace's image mounts do not grow, and staging.json records every
-#     image mount there.
+#     namespace's image mounts are back where they were, and staging.json
+#     records every image mount there. (This host has no device-mapper: the
+#     images here are plain squashfs, and dm devices stay at 0; verity's
+#     cleanup is the vm suite's.)
 # Readers in the host, a service and the namespaces healed each time read
 # the probe file all along (through every kind but merge and unmerge, which
 # show the base by design): never the base, never a missing file.
@@ -32,9 +43,7 @@
 # another namespace, or tuckd between writing a state file and renaming it.
 #
 # TUCKD_CRASH_RUNS (default 300) and TUCKD_CRASH_SEED (default: random) steer
-# it; the seed is printed so a failure can be replayed. Rollback (issue 9)
-# joins as one more kind: add its name to KINDS and a kind_rollback function
-# that starts it (see kind_unmerge).
+# it; the seed is printed so a failure can be replayed.
 
 . "$(dirname "$0")"/tuckd-lib.sh
 tuck_enter_ns "$@"
@@ -49,20 +58,32 @@ diag "seed $SEED, $RUNS kills (replay: TUCKD_CRASH_SEED=$SEED TUCKD_CRASH_RUNS=$
 # Kinds of kill, by weight: refresh (and its heals) most. The window probes
 # read through the first set; merge and unmerge show the base by design, so
 # they come last, a fifth of the kills, with the probes stopped.
-KINDS=(refresh refresh refresh heal startup write)
+KINDS=(refresh refresh refresh heal startup write rollback rollback)
 KINDS_BASE=(merge unmerge)
 RUNS_BASE=$((RUNS / 5))
 
 EXT=$ROOT/var/lib/extensions
 H=$ROOT/usr
-printf '[Policy]\nAllowDowngrade=yes\n[Daemon]\nWatch=no\nStalePolicy=heal\n' >"$CONF"
-for v in 1 2; do
-        make_raw "$W/a$v.raw" a "$v" "gen-a$v"
-        make_raw "$W/b$v.raw" b "$v" "gen-b$v"
+printf '[Daemon]\nWatch=no\nStalePolicy=heal\n' >"$CONF"
+
+# Images "a" and "b", b on top; a layer is NAME and VERSION (b12), its image
+# $W/b12.raw, its probe label gen-b12. on_disk: what the search directory
+# holds; active: what the hierarchy runs once tuckd is back (the same, but
+# for a rollback held back); floors: what versions.json should hold then.
+declare -A top_version=([a]=0 [b]=0)
+image_of() {    # image_of b12: build it the first time
+        [[ -f $W/$1.raw ]] || make_raw "$W/$1.raw" "${1:0:1}" "${1:1}" "gen-$1"
+}
+put() {         # put b12: into the search directory, as an update lands (rename)
+        image_of "$1"
+        cp "$W/$1.raw" "$EXT/.${1:0:1}.raw.tmp"
+        mv "$EXT/.${1:0:1}.raw.tmp" "$EXT/${1:0:1}.raw"
+}
+for l in a1 b1; do
+        put "$l"
 done
-cp "$W"/a1.raw "$EXT"/a.raw
-cp "$W"/b1.raw "$EXT"/b.raw
-on_disk=(a1 b1)
+top_version=([a]=1 [b]=1)
+on_disk=(a1 b1) active=(a1 b1) floors=a:1,b:1
 # The mount point of the healed namespace's own mount below /usr.
 mkdir -p "$H"/lib/tuck-child
 
@@ -247,17 +268,16 @@ diag "before: $mounts0 mounts at /usr, $loops0 loop devices, $dm0 dm devices, $s
 # Each starts what is to be killed and sets before/after (the on-disk image
 # sets the hierarchy may show after the kill), then returns; the kill follows.
 
-# drop_next: the other version of b, and now and then of a, on disk.
+# drop_next: a new version of b, and now and then of a, on disk (an update).
 drop_next() {
-        local l v out=()
+        local l n out=()
         for l in "${on_disk[@]}"; do
-                v=${l:1}
-                if [[ $l == b* ]] || ((RANDOM % 3 == 0)); then
-                        v=$((3 - v))
-                        cp "$W/${l:0:1}$v.raw" "$EXT/.${l:0:1}.raw.tmp"
-                        mv "$EXT/.${l:0:1}.raw.tmp" "$EXT/${l:0:1}.raw"
+                n=${l:0:1}
+                if [[ $n == b ]] || ((RANDOM % 3 == 0)); then
+                        l=$n$((++top_version[$n]))
+                        put "$l"
                 fi
-                out+=("${l:0:1}$v")
+                out+=("$l")
         done
         on_disk=("${out[@]}")
 }
@@ -268,7 +288,7 @@ async_call() {
 }
 
 kind_refresh() {
-        before=("${on_disk[@]}")
+        before=("${active[@]}")
         drop_next
         after=("${on_disk[@]}")
         async_call Refresh t 0
@@ -279,7 +299,7 @@ kind_refresh() {
 # left behind (its forked child setns()ed there), or after 2 s.
 kind_heal() {
         local i p n pid
-        before=("${on_disk[@]}")
+        before=("${active[@]}")
         drop_next
         after=("${on_disk[@]}")
         async_call Refresh t 0
@@ -306,7 +326,7 @@ kind_merge() {
 }
 
 kind_unmerge() {
-        before=("${on_disk[@]}")
+        before=("${active[@]}")
         after=()
         async_call Unmerge t 0
         sleep_ms $((RANDOM % 150))
@@ -315,7 +335,7 @@ kind_unmerge() {
 # Killed while idle, then again during the start-up recovery of new images.
 kind_startup() {
         kill_group
-        before=("${on_disk[@]}")
+        before=("${active[@]}")
         drop_next
         after=("${on_disk[@]}")
         launch
@@ -333,7 +353,7 @@ kind_write() {
         launch "$TUCK_FAULT" --kill="$sys" --
         # Start-up writes only what it repairs; then the refresh writes.
         await_ready "$n" || kill_where+=" during-start-up"
-        before=("${on_disk[@]}")
+        before=("${active[@]}")
         drop_next
         after=("${on_disk[@]}")
         async_call Refresh t 0
@@ -341,22 +361,52 @@ kind_write() {
         caller=
 }
 
+# An operator's rollback: b's image goes back to an older version (one
+# below what runs, or further), allowed for b alone, as `tuckctl refresh
+# --allow-downgrade=b` asks tuckd. Its floor goes down with it, recorded as
+# a decision, before the swap.
+kind_rollback() {
+        local v=${active[1]:1}
+        before=("${active[@]}")
+        v=$((v - 1 - (v > 2 && RANDOM % 4 == 0)))
+        rolled=b$v
+        put "$rolled"
+        on_disk=("${on_disk[0]}" "$rolled")
+        after=("${on_disk[@]}")
+        floors_after="${floors%%,*},b:$v:allowed"
+        async_call RefreshEx 'a{sv}' 2 allow-downgrade-names as 1 b command s "tuckd-crash rollback of b"
+        sleep_ms $((RANDOM % 250))
+}
+
 # ---------------------------------------------------------------- the campaign
 declare -A kinds=() where=()
-bad=0 bad_state=0 unrecovered=0 half_healed=0 not_ready=0
+bad=0 bad_state=0 bad_floors=0 unrecovered=0 half_healed=0 not_ready=0 leaked=0
+rollbacks_recorded=0 rollbacks_held=0 silent=0
 for ((run = 1; run <= RUNS; run++)); do
         if ((run == RUNS - RUNS_BASE + 1)); then
                 stop_probes
                 diag "the last $RUNS_BASE kills: merge and unmerge, the window probes stopped"
+                if [[ ${active[*]} != "${on_disk[*]}" ]]; then
+                        # b held back by the last rollback: an update ends it.
+                        drop_next
+                        call Refresh t 0 >/dev/null
+                        active=("${on_disk[@]}") floors=$(layers_of "${on_disk[@]}")
+                fi
         fi
         if ((run <= RUNS - RUNS_BASE)); then
                 kind=${KINDS[RANDOM % ${#KINDS[@]}]}
+                # Nothing older than b1 to go back to.
+                [[ $kind == rollback && ${active[1]} == b1 ]] && kind=refresh
         else
                 kind=${KINDS_BASE[RANDOM % ${#KINDS_BASE[@]}]}
         fi
         kinds[$kind]=$((${kinds[$kind]:-0} + 1))
-        kill_where= caller=
+        kill_where= caller= floors_after= f=
         "kind_$kind"
+        if [[ -z $floors_after ]]; then
+                # An unmerge leaves the floors; everything else activates what it merges.
+                [[ $kind == unmerge ]] && floors_after=$floors || floors_after=$(layers_of "${after[@]}")
+        fi
         kill_group
         [[ -z $caller ]] || wait "$caller" 2>/dev/null || true
         for w in ${kill_where:-elsewhere}; do
@@ -379,6 +429,29 @@ for ((run = 1; run <= RUNS; run++)); do
                         diag "run $run ($kind,$kill_where): record holds '$l', not '$(layers_of "${before[@]}")' or '$(layers_of "${after[@]}")'"
                 fi
                 temps_seen=$(field temps "$st")
+                f=$(field floors "$st")
+                if [[ $f != "$floors" && $f != "$floors_after" ]]; then
+                        bad_floors=$((bad_floors + 1))
+                        diag "run $run ($kind,$kill_where): versions.json holds floors '$f', not '$floors' or '$floors_after'"
+                fi
+        fi
+
+        # What the restart must bring: the images on disk, with their floors;
+        # but a rollback the kill came before is not the operator's decision
+        # yet: b is held back at the version it ran.
+        held=
+        if [[ $kind == rollback ]]; then
+                if [[ $f == "$floors_after" ]]; then
+                        rollbacks_recorded=$((rollbacks_recorded + 1))
+                else
+                        rollbacks_held=$((rollbacks_held + 1))
+                        held=b
+                fi
+        fi
+        if [[ -n $held ]]; then
+                active=("${before[@]}")
+        else
+                active=("${on_disk[@]}") floors=$floors_after
         fi
 
         # Restart: the start-up recovery finishes what the killed run did not,
@@ -388,7 +461,7 @@ for ((run = 1; run <= RUNS; run++)); do
                 diag "run $run ($kind,$kill_where): tuckd did not come back: $(tail -n 5 "$LOGS"/tuckd.log)"
                 break
         fi
-        want=$(marker_of "${on_disk[@]}")
+        want=$(marker_of "${active[@]}")
         for n in host full container; do
                 case $n in
                 host) got=$(read_label "$P") ;;
@@ -404,6 +477,32 @@ for ((run = 1; run <= RUNS; run++)); do
                 half_healed=$((half_healed + 1))
                 ((half_healed <= 3)) && diag "run $run ($kind,$kill_where): namespace full lost its mount at usr/lib/tuck-child"
         fi
+        # Never silent: held back is Degraded, with b in HeldBack; otherwise not.
+        degraded=$(prop Degraded) heldback=$(prop HeldBack)
+        if [[ -n $held && ($degraded != "b true" || $heldback != *'"b"'*) ]] ||
+           [[ -z $held && $degraded != "b false" ]]; then
+                silent=$((silent + 1))
+                diag "run $run ($kind,$kill_where): after restart Degraded is '$degraded', HeldBack '$heldback' (held back: ${held:-none})"
+        fi
+        # Back where it was: the state files, the floors and nothing leaked.
+        if ! st=$(state_line 2>&1); then
+                bad_state=$((bad_state + 1))
+                diag "run $run ($kind,$kill_where), after restart: $st"
+                continue
+        fi
+        temps_seen=$(field temps "$st")
+        f=$(field floors "$st")
+        if [[ $f != "$floors" ]]; then
+                bad_floors=$((bad_floors + 1))
+                diag "run $run ($kind,$kill_where): after restart versions.json holds floors '$f', not '$floors'"
+        fi
+        depth=$(mounts_at_usr) nloops=$(loops) dm=$(dm_devices)
+        if ((depth > mounts0 || nloops > loops0 || dm > dm0 ||
+             $(field mounted "$st") > staged0 || $(field mounted "$st") != $(field staged "$st"))); then
+                leaked=$((leaked + 1))
+                ((leaked <= 5)) && diag "run $run ($kind,$kill_where): after restart $depth mounts at /usr (were $mounts0)," \
+                        "$nloops loop devices ($loops0), $dm dm devices ($dm0); $st (staged $staged0)"
+        fi
 done
 
 diag "kills by kind: $(for k in "${!kinds[@]}"; do printf '%s %s, ' "$k" "${kinds[$k]}"; done)"
@@ -412,6 +511,13 @@ diag "a heal inside another namespace at $inside_heal kills, tuckd in its stagin
 check "$run kills: tuckd came back after every one" test "$not_ready" -eq 0 -a "$run" -gt "$RUNS"
 check "after every kill: old or new, never base (unless old or new) or missing ($bad not)" test "$bad" -eq 0
 check "after every kill: the state files load and the record holds old or new ($bad_state not)" test "$bad_state" -eq 0
+check "after every kill and restart: versions.json holds the old floors or the new ($bad_floors not)" \
+        test "$bad_floors" -eq 0
+diag "rollbacks: $rollbacks_recorded killed after the decision was recorded (honoured at restart), $rollbacks_held before it (held back)"
+check "a rollback killed before its decision was recorded is held back, and tuckd says so; otherwise not degraded ($silent not)" \
+        test "$silent" -eq 0
+check "after every restart: mounts at /usr, loop, dm devices and staging mounts back where they were ($leaked not)" \
+        test "$leaked" -eq 0
 check "after every restart: the images on disk active in the host and in every namespace ($unrecovered not)" \
         test "$unrecovered" -eq 0
 check_probes host service full container
