@@ -66,7 +66,8 @@ static void write_image(const char *path, const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        static char *root, *path;
+        static const char *root;
+        static char *path;
         _cleanup_(image_freep) Image *i = NULL;
         struct stat st;
         int r;
@@ -75,15 +76,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 5)
                 return 0;
         if (!root) {
-                _cleanup_free_ char *ca = NULL;
-                int n = read_full_file_at(AT_FDCWD, FUZZ_CA, 64 * 1024, &ca);
-
-                fuzz_assert(n > 0);
-                fuzz_write_file("root/etc/verity.d/fuzz-ca.crt", ca, (size_t) n);
+                root = fuzz_trusting_root();
                 fuzz_write_file("root/var/lib/extensions/.keep", "", 0);
-                root = path_join(fuzz_dir(), "root");
                 path = path_join(root, "var/lib/extensions/fuzz.raw");
-                fuzz_assert(root && path);
+                fuzz_assert(path);
         }
         write_image(path, data, size);
         fuzz_assert(stat(path, &st) == 0);

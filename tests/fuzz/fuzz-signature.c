@@ -17,22 +17,18 @@
 #include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        static char *root, *empty_root;
+        static const char *root;
+        static char *empty_root;
         _cleanup_free_ char *hex = NULL, *signer = NULL, *why = NULL, *signer2 = NULL, *why2 = NULL;
         FuzzPart head, tail;
         int r;
 
         fuzz_setup();
         if (!root) {
-                _cleanup_free_ char *ca = NULL;
-                int n = read_full_file_at(AT_FDCWD, FUZZ_CA, 64 * 1024, &ca);
-
-                fuzz_assert(n > 0);
-                fuzz_write_file("root/etc/verity.d/fuzz-ca.crt", ca, (size_t) n);
+                root = fuzz_trusting_root();
                 fuzz_write_file("empty/etc/verity.d/.keep", "", 0);
-                root = path_join(fuzz_dir(), "root");
                 empty_root = path_join(fuzz_dir(), "empty");
-                fuzz_assert(root && empty_root);
+                fuzz_assert(empty_root);
         }
         fuzz_split(data, size, "\n", &head, &tail);
         hex = fuzz_strndup(head.data, head.size);

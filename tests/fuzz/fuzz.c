@@ -11,6 +11,7 @@
 
 #include "fuzz.h"
 #include "log.h"
+#include "signature.h"
 #include "util.h"
 
 static char *dir;
@@ -81,6 +82,32 @@ void fuzz_write_file(const char *relpath, const void *data, size_t size) {
                 p += n;
                 size -= (size_t) n;
         }
+}
+
+const char *fuzz_trusting_root(void) {
+        static char *root;
+
+        if (!root) {
+                _cleanup_free_ char *ca = NULL;
+                int n = read_full_file_at(AT_FDCWD, FUZZ_CA, 64 * 1024, &ca);
+
+                fuzz_assert(n > 0);
+                fuzz_write_file("root/etc/verity.d/fuzz-ca.crt", ca, (size_t) n);
+                root = path_join(fuzz_dir(), "root");
+                fuzz_assert(root);
+        }
+        return root;
+}
+
+void fuzz_check_signature(const uint8_t *root_hash, size_t root_hash_size, const void *sig, size_t sig_size) {
+        _cleanup_free_ char *hex = hexmem(root_hash, root_hash_size), *signer = NULL, *why = NULL;
+        int r;
+
+        fuzz_assert(hex);
+        r = signature_verify(fuzz_trusting_root(), hex, sig, sig_size, &signer, &why);
+        fuzz_assert(r >= -4095 && r <= 1);
+        fuzz_assert(r != 1 || signer);
+        fuzz_assert(r != 0 || why);
 }
 
 void fuzz_split(const uint8_t *data, size_t size, const char *sep, FuzzPart *ret_head, FuzzPart *ret_tail) {

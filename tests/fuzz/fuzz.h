@@ -32,6 +32,16 @@ char *fuzz_strndup(const uint8_t *data, size_t size);
 void fuzz_write_file(const char *relpath, const void *data, size_t size);
 
 /*
+ * fuzz_dir()/root, made on the first call: a root whose /etc/verity.d trusts
+ * the image corpus's test certificate (FUZZ_CA, make-image-seeds), for the
+ * targets that verify signatures.
+ */
+const char *fuzz_trusting_root(void);
+
+/* signature_verify() of sig over the hash, in fuzz_trusting_root(): it returns in range, says why or who. */
+void fuzz_check_signature(const uint8_t *root_hash, size_t root_hash_size, const void *sig, size_t sig_size);
+
+/*
  * Splits the input at the first occurrence of sep: the head before it and
  * the tail after it (empty without a separator), pointers into data.
  */
