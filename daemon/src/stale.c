@@ -542,9 +542,29 @@ static uint64_t wishes_stamp(const StaleHierarchy *h) {
         return x;
 }
 
-/* The devices a scan looks for: the record's history may change without a swap (a take-over). */
+static int dev_compare(const void *a, const void *b) {
+        dev_t x = *(const dev_t *) a, y = *(const dev_t *) b;
+
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * The devices a scan looks for: the record's history may change without a
+ * swap (a take-over). As a set: the scan right after a swap lists the
+ * replaced top first, a later one finds it in the history, and both look
+ * for the same overlays.
+ */
 static uint64_t ours_stamp(const dev_t *ours, size_t n_ours) {
-        return fnv64(FNV64_INIT, ours, n_ours * sizeof(dev_t));
+        dev_t sorted[GENERATION_HISTORY_MAX + 2];
+        uint64_t x = FNV64_INIT;
+        size_t n = n_ours < ELEMENTSOF(sorted) ? n_ours : ELEMENTSOF(sorted);
+
+        memcpy(sorted, ours, n * sizeof(dev_t));
+        qsort(sorted, n, sizeof(dev_t), dev_compare);
+        for (size_t i = 0; i < n; i++)
+                if (i == 0 || sorted[i] != sorted[i - 1])
+                        x = fnv64(x, &sorted[i], sizeof(dev_t));
+        return x;
 }
 
 bool stale_scan_needed(const StaleHierarchy *h, const Generation *g, dev_t top_dev, uint64_t top_mnt_id,
@@ -561,6 +581,14 @@ bool stale_scan_needed(const StaleHierarchy *h, const Generation *g, dev_t top_d
                field_u64(o, "ours") == ours_stamp(ours, n_ours);
         json_object_put(o);
         return !same;
+}
+
+/* Every namespace the scan found was read and healed: none is behind now. */
+static bool all_healed(const HealReport *reports, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (reports[i].view.error < 0 || reports[i].result != 0)
+                        return false;
+        return true;
 }
 
 /* After a complete scan: clean (nothing behind) at @g, or not. */
@@ -654,7 +682,7 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
                         return r;
                 }
         }
-        clean_record(h, h->generation, st.st_dev, host_mnt_id, ours, n_ours, n == 0);
+        clean_record(h, h->generation, st.st_dev, host_mnt_id, ours, n_ours, all_healed(reports, n));
         *ret = reports;
         *ret_n = n;
         return 0;
