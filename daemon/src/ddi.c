@@ -308,7 +308,14 @@ static int choose(Found *f, const char *host_arch, Ddi *ret, char **ret_reason) 
         return 1;
 }
 
-/* The file system in the data partition, by its superblock. */
+/*
+ * The file system in the data partition, by its superblock. Only those tuck
+ * mounts (squashfs, erofs) and those systemd-repart commonly puts in a DDI,
+ * so that a refusal can name them: none of libblkid's other superblock
+ * parsers (dozens) reads a hostile image.
+ */
+static const char * const partition_fstypes[] = { "squashfs", "erofs", "ext4", "xfs", "btrfs", "vfat", "f2fs", NULL };
+
 static int probe_fstype(int fd, const DdiPartition *p, char **ret) {
         blkid_probe pr = blkid_new_probe();
         const char *type = NULL;
@@ -320,6 +327,10 @@ static int probe_fstype(int fd, const DdiPartition *p, char **ret) {
         if (r == 0) {
                 blkid_probe_enable_superblocks(pr, 1);
                 blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
+                if (blkid_probe_filter_superblocks_type(pr, BLKID_FLTR_ONLYIN, (char **) partition_fstypes) < 0)
+                        r = -ENOMEM;
+        }
+        if (r == 0) {
                 if (blkid_do_safeprobe(pr) == 0)
                         (void) blkid_probe_lookup_value(pr, "TYPE", &type, NULL);
                 *ret = type ? strdup(type) : NULL;

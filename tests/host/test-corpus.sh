@@ -109,6 +109,22 @@ done <"$TUCK_CORPUS/MANIFEST"
 diag "image              | what                                         | sysext 252 | tuck (this kernel: no device-mapper)"
 for l in "${table[@]}"; do diag "$l"; done
 
+# --- libblkid parses only what tuck mounts, or names -------------------------------
+# Every image of the corpus at once, with libblkid listing each superblock prober it runs
+# (LIBBLKID_DEBUG). A hostile image must meet only the parsers of squashfs and erofs, and,
+# in a DDI's partition, of the file systems a refusal names (what systemd-repart makes).
+host_setup
+while IFS=$'\t' read -r name _; do install_corpus "$name"; done <"$TUCK_CORPUS/MANIFEST"
+probers=$(LIBBLKID_DEBUG=lowprobe tuck list 2>&1 | sed 's/^[0-9]*: libblkid: *LOWPROBE: //' | awk '
+        /^chain .*superblocks:? ENABLED/ { sb = 1; next }
+        /^chain / { sb = 0; next }
+        sb && /^\[[0-9]+\] [^ ]+:/ { sub(/:.*/, "", $2); print $2 }' | sort -u)
+diag "superblock probers libblkid ran: $(tr '\n' ' ' <<<"$probers")"
+check "libblkid's probing is seen (LIBBLKID_DEBUG)" test -n "$probers"
+check "no superblock parser beyond squashfs, erofs and those a refusal names read the images" \
+        bash -c '! grep -vxE "squashfs|erofs|ext4|xfs|btrfs|vfat|f2fs" <<<"$1"' _ "$probers"
+host_teardown
+
 # --- tampering is found in userspace, before anything is mounted ---------------
 host_setup
 install_corpus c-verity
