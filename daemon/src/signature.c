@@ -1,17 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <dirent.h>
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/rsa.h>
-#include <openssl/pem.h>
-#include <openssl/pkcs7.h>
-#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "crypto-dl.h"
 #include "log.h"
 #include "signature.h"
 #include "trust.h"
@@ -31,8 +25,29 @@ typedef struct Certs {
         char *ignored;           /* "'/etc/verity.d/x.crt' is writable by others; ..." */
 } Certs;
 
+/* OpenSSL's sk_X509_*() are inline calls into libcrypto: these are the same, through the loaded one. */
+static int stack_num(const STACK_OF(X509) *s) {
+        return sym_OPENSSL_sk_num((const OPENSSL_STACK *) s);
+}
+
+static X509 *stack_value(const STACK_OF(X509) *s, int i) {
+        return sym_OPENSSL_sk_value((const OPENSSL_STACK *) s, i);
+}
+
+static void x509_free(void *x) {
+        sym_X509_free(x);
+}
+
+/* The first signer info of a signed PKCS#7, or NULL. */
+static PKCS7_SIGNER_INFO *first_signer_info(PKCS7 *p7) {
+        STACK_OF(PKCS7_SIGNER_INFO) *infos = sym_PKCS7_get_signer_info(p7);
+
+        return infos ? sym_OPENSSL_sk_value((const OPENSSL_STACK *) infos, 0) : NULL;
+}
+
 static void certs_done(Certs *c) {
-        sk_X509_pop_free(c->stack, X509_free);
+        if (c->stack)
+                sym_OPENSSL_sk_pop_free((OPENSSL_STACK *) c->stack, x509_free);
         strv_free(c->files);
         strv_free(c->names);
         free(c->ignored);
@@ -62,15 +77,15 @@ static int load_cert(Certs *c, const char *path) {
         f = fopen(path, "re");
         if (!f)
                 return note_ignored(c, path);
-        x = PEM_read_X509(f, NULL, NULL, NULL);
+        x = sym_PEM_read_X509(f, NULL, NULL, NULL);
         fclose(f);
         if (!x) {
                 _cleanup_free_ char *why = strjoin("'", path, "' is no PEM certificate");
 
                 return why ? note_ignored(c, why) : -ENOMEM;
         }
-        if (!sk_X509_push(c->stack, x)) {
-                X509_free(x);
+        if (!sym_OPENSSL_sk_push((OPENSSL_STACK *) c->stack, x)) {
+                sym_X509_free(x);
                 return -ENOMEM;
         }
         return strv_extend(&c->files, path);
@@ -114,7 +129,7 @@ static int load_dir(Certs *c, const char *root, const char *dir) {
 static int certs_load(const char *root, Certs *c) {
         int r;
 
-        c->stack = sk_X509_new_null();
+        c->stack = (STACK_OF(X509) *) sym_OPENSSL_sk_new_null();
         if (!c->stack)
                 return -ENOMEM;
         for (size_t i = 0; i < ELEMENTSOF(cert_dirs); i++) {
@@ -128,13 +143,12 @@ static int certs_load(const char *root, Certs *c) {
 static char *name_oneline(const X509_NAME *n) {
         char buf[256];
 
-        return strdup(X509_NAME_oneline(n, buf, sizeof(buf)) ?: "?");
+        return strdup(sym_X509_NAME_oneline(n, buf, sizeof(buf)) ?: "?");
 }
 
 /* Who the signature says signed it: issuer and serial of its (first) signer info. */
 static char *claimed_signer(PKCS7 *p7) {
-        STACK_OF(PKCS7_SIGNER_INFO) *infos = PKCS7_get_signer_info(p7);
-        PKCS7_SIGNER_INFO *si = infos ? sk_PKCS7_SIGNER_INFO_value(infos, 0) : NULL;
+        PKCS7_SIGNER_INFO *si = first_signer_info(p7);
         _cleanup_free_ char *issuer = NULL;
         BIGNUM *bn = NULL;
         char *hex = NULL, *s = NULL;
@@ -142,17 +156,17 @@ static char *claimed_signer(PKCS7 *p7) {
         if (!si || !si->issuer_and_serial)
                 return strdup("no signer");
         issuer = name_oneline(si->issuer_and_serial->issuer);
-        bn = ASN1_INTEGER_to_BN(si->issuer_and_serial->serial, NULL);
-        hex = bn ? BN_bn2hex(bn) : NULL;
+        bn = sym_ASN1_INTEGER_to_BN(si->issuer_and_serial->serial, NULL);
+        hex = bn ? sym_BN_bn2hex(bn) : NULL;
         (void) asprintf_safe(&s, "issuer %s, serial %s", strna(issuer), hex ?: "?");
-        OPENSSL_free(hex);
-        BN_free(bn);
+        sym_CRYPTO_free(hex, OPENSSL_FILE, OPENSSL_LINE);
+        sym_BN_free(bn);
         return s;
 }
 
 static char *cert_file(const Certs *c, X509 *x) {
-        for (int i = 0; i < sk_X509_num(c->stack); i++)
-                if (sk_X509_value(c->stack, i) == x)
+        for (int i = 0; i < stack_num(c->stack); i++)
+                if (stack_value(c->stack, i) == x)
                         return c->files[i];
         return NULL;
 }
@@ -166,8 +180,7 @@ static char *cert_file(const Certs *c, X509 *x) {
  * that only succeeds if the certificate's key made the signature.
  */
 static bool signed_by_its_certificate(PKCS7 *p7, const Certs *c) {
-        STACK_OF(PKCS7_SIGNER_INFO) *infos = PKCS7_get_signer_info(p7);
-        PKCS7_SIGNER_INFO *si = infos ? sk_PKCS7_SIGNER_INFO_value(infos, 0) : NULL;
+        PKCS7_SIGNER_INFO *si = first_signer_info(p7);
         unsigned char out[1024];
         size_t n = sizeof(out);
         EVP_PKEY_CTX *ctx = NULL;
@@ -177,25 +190,25 @@ static bool signed_by_its_certificate(PKCS7 *p7, const Certs *c) {
 
         if (!si || !si->issuer_and_serial || !si->enc_digest)
                 return false;
-        x = X509_find_by_issuer_and_serial(c->stack, si->issuer_and_serial->issuer, si->issuer_and_serial->serial);
-        key = x ? X509_get0_pubkey(x) : NULL;
-        if (!key || EVP_PKEY_get_base_id(key) != EVP_PKEY_RSA)
+        x = sym_X509_find_by_issuer_and_serial(c->stack, si->issuer_and_serial->issuer, si->issuer_and_serial->serial);
+        key = x ? sym_X509_get0_pubkey(x) : NULL;
+        if (!key || sym_EVP_PKEY_get_base_id(key) != EVP_PKEY_RSA)
                 return false;
-        ctx = EVP_PKEY_CTX_new(key, NULL);
-        ok = ctx && EVP_PKEY_verify_recover_init(ctx) == 1 &&
-             EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 &&
-             EVP_PKEY_verify_recover(ctx, out, &n, ASN1_STRING_get0_data(si->enc_digest),
-                                     (size_t) ASN1_STRING_length(si->enc_digest)) == 1;
-        EVP_PKEY_CTX_free(ctx);
+        ctx = sym_EVP_PKEY_CTX_new(key, NULL);
+        ok = ctx && sym_EVP_PKEY_verify_recover_init(ctx) == 1 &&
+             sym_EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 &&
+             sym_EVP_PKEY_verify_recover(ctx, out, &n, sym_ASN1_STRING_get0_data(si->enc_digest),
+                                     (size_t) sym_ASN1_STRING_length(si->enc_digest)) == 1;
+        sym_EVP_PKEY_CTX_free(ctx);
         return ok;
 }
 
-/* Why PKCS7_verify() said no, in words an operator can act on. */
+/* Why sym_PKCS7_verify() said no, in words an operator can act on. */
 static int refusal(PKCS7 *p7, const Certs *c, unsigned long e, char **ret_reason) {
         _cleanup_free_ char *who = claimed_signer(p7);
         char buf[256];
 
-        ERR_error_string_n(e, buf, sizeof(buf));
+        sym_ERR_error_string_n(e, buf, sizeof(buf));
         if (ERR_GET_LIB(e) == ERR_LIB_PKCS7)
                 switch (ERR_GET_REASON(e)) {
                 case PKCS7_R_SIGNER_CERTIFICATE_NOT_FOUND:
@@ -229,18 +242,21 @@ int signature_verify(const char *root, const char *root_hash_hex, const void *si
         BIO *data = NULL, *mem;
         int r;
 
+        r = dlopen_libcrypto(ret_reason);
+        if (r <= 0)
+                return r;
         r = certs_load(root, &c);
         if (r < 0)
                 return r;
 
-        ERR_clear_error();
-        p7 = d2i_PKCS7(NULL, &p, (long) sig_size);
-        if (!p7 || !PKCS7_type_is_signed(p7)) {
+        sym_ERR_clear_error();
+        p7 = sym_d2i_PKCS7(NULL, &p, (long) sig_size);
+        if (!p7 || sym_OBJ_obj2nid(p7->type) != NID_pkcs7_signed) {
                 (void) asprintf_safe(ret_reason, "the signature is no PKCS#7 signed-data (DER): corrupt");
                 r = 0;
                 goto finish;
         }
-        if (sk_X509_num(c.stack) == 0) {
+        if (stack_num(c.stack) == 0) {
                 _cleanup_free_ char *who = claimed_signer(p7);
 
                 (void) asprintf_safe(ret_reason, "signed (%s), but no certificate in verity.d to check it "
@@ -248,33 +264,33 @@ int signature_verify(const char *root, const char *root_hash_hex, const void *si
                 r = 0;
                 goto finish;
         }
-        /* Behind a buffer BIO: given a memory BIO, OpenSSL 3.0's PKCS7_verify() copies it and
+        /* Behind a buffer BIO: given a memory BIO, OpenSSL 3.0's sym_PKCS7_verify() copies it and
          * leaks the copy when the signature's digest or content cannot be set up (a hostile
          * .p7s, every refresh; found by fuzz-sidecars). Given any other BIO, it makes no copy. */
-        data = BIO_new(BIO_f_buffer());
-        mem = BIO_new_mem_buf(root_hash_hex, (int) strlen(root_hash_hex));
+        data = sym_BIO_new(sym_BIO_f_buffer());
+        mem = sym_BIO_new_mem_buf(root_hash_hex, (int) strlen(root_hash_hex));
         if (!data || !mem) {
-                BIO_free(mem);
+                sym_BIO_free(mem);
                 r = -ENOMEM;
                 goto finish;
         }
-        BIO_push(data, mem);
-        if (PKCS7_verify(p7, c.stack, NULL, data, NULL, PKCS7_NOINTERN | PKCS7_NOVERIFY) != 1) {
-                r = refusal(p7, &c, ERR_peek_last_error(), ret_reason);
+        sym_BIO_push(data, mem);
+        if (sym_PKCS7_verify(p7, c.stack, NULL, data, NULL, PKCS7_NOINTERN | PKCS7_NOVERIFY) != 1) {
+                r = refusal(p7, &c, sym_ERR_peek_last_error(), ret_reason);
                 goto finish;
         }
-        signers = PKCS7_get0_signers(p7, c.stack, PKCS7_NOINTERN);
+        signers = sym_PKCS7_get0_signers(p7, c.stack, PKCS7_NOINTERN);
         if (ret_signer) {
-                X509 *x = signers ? sk_X509_value(signers, 0) : NULL;
-                _cleanup_free_ char *subject = x ? name_oneline(X509_get_subject_name(x)) : NULL;
+                X509 *x = signers ? stack_value(signers, 0) : NULL;
+                _cleanup_free_ char *subject = x ? name_oneline(sym_X509_get_subject_name(x)) : NULL;
 
                 (void) asprintf_safe(ret_signer, "%s (%s)", strna(subject), strna(x ? cert_file(&c, x) : NULL));
         }
         r = 1;
 finish:
-        sk_X509_free(signers);
-        BIO_free_all(data);
-        PKCS7_free(p7);
-        ERR_clear_error();
+        sym_OPENSSL_sk_free((OPENSSL_STACK *) signers);
+        sym_BIO_free_all(data);
+        sym_PKCS7_free(p7);
+        sym_ERR_clear_error();
         return r;
 }

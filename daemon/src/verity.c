@@ -3,14 +3,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <json-c/json.h>
-#include <libcryptsetup.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "crypto-dl.h"
 #include "log.h"
 #include "trust.h"
 #include "util.h"
@@ -218,6 +217,8 @@ int verity_load_sig_partition(int fd, const DdiPartition *p, ImageVerity *v, cha
                 return refuse_with(ret_reason, "the verity-sig partition's JSON lacks \"rootHash\" or \"signature\"");
         }
         r = set_root_hash(v, json_object_get_string(hash), "the verity-sig partition", ret_reason);
+        if (r > 0)
+                r = dlopen_libcrypto(ret_reason);
         b64 = json_object_get_string(sigb64);
         n = (int) strlen(b64);
         sig = r > 0 ? malloc(n / 4 * 3 + 3) : NULL;
@@ -225,7 +226,7 @@ int verity_load_sig_partition(int fd, const DdiPartition *p, ImageVerity *v, cha
                 r = -ENOMEM;
         if (r > 0) {
                 /* EVP_DecodeBlock() counts the padding as zero bytes: take them off. */
-                int m = n % 4 == 0 ? EVP_DecodeBlock(sig, (const unsigned char *) b64, n) : -1;
+                int m = n % 4 == 0 ? sym_EVP_DecodeBlock(sig, (const unsigned char *) b64, n) : -1;
 
                 if (m < 0)
                         r = refuse_with(ret_reason, "the verity-sig partition's signature is not base64");
@@ -323,10 +324,10 @@ static int reuse(const char *name, const ImageVerity *v, VerityDevice *ret, char
         size_t key_size = sizeof(key);
         int r;
 
-        r = crypt_init_by_name(&cd, name);
+        r = sym_crypt_init_by_name(&cd, name);
         if (r >= 0)
-                r = crypt_volume_key_get(cd, CRYPT_ANY_SLOT, key, &key_size, NULL, 0);
-        crypt_free(cd);
+                r = sym_crypt_volume_key_get(cd, CRYPT_ANY_SLOT, key, &key_size, NULL, 0);
+        sym_crypt_free(cd);
         if (r < 0)
                 return refuse_with(ret_reason, "a device '%s' exists but cannot be read: %s", name, strerror(-r));
         if (key_size != v->root_hash_size || memcmp(key, v->root_hash, key_size) != 0)
@@ -354,7 +355,7 @@ static int activate(struct crypt_device *cd, const char *name, const ImageVerity
                 /* The kernel checks the signature where it has a key for it; where it cannot
                  * (no DM_VERITY_VERIFY_ROOTHASH_SIG, no trusted key: ENOKEY), the userspace
                  * check (signature.c) is what stands, as in systemd. */
-                r = crypt_activate_by_signed_key(cd, name, (const char *) v->root_hash, v->root_hash_size,
+                r = sym_crypt_activate_by_signed_key(cd, name, (const char *) v->root_hash, v->root_hash_size,
                                                  (const char *) v->sig, v->sig_size, ACTIVATE_FLAGS);
                 if (r >= 0) {
                         *ret_kernel_sig = 1;
@@ -367,7 +368,7 @@ static int activate(struct crypt_device *cd, const char *name, const ImageVerity
                 free(*last_error);
                 *last_error = NULL;
         }
-        return crypt_activate_by_volume_key(cd, name, (const char *) v->root_hash, v->root_hash_size,
+        return sym_crypt_activate_by_volume_key(cd, name, (const char *) v->root_hash, v->root_hash_size,
                                             ACTIVATE_FLAGS);
 }
 
@@ -383,19 +384,19 @@ static int load(const ImageVerity *v, const char *data_dev, const char *hash_dev
         struct crypt_device *cd = NULL;
         int r;
 
-        r = crypt_init_data_device(&cd, hash_dev, data_dev);
+        r = sym_crypt_init_data_device(&cd, hash_dev, data_dev);
         if (r < 0)
                 return refuse_with(ret_reason, "cannot open the image for dm-verity: %s", strerror(-r));
-        crypt_set_log_callback(cd, crypt_log_to_debug, last_error);
-        r = crypt_load(cd, CRYPT_VERITY, &params);
+        sym_crypt_set_log_callback(cd, crypt_log_to_debug, last_error);
+        r = sym_crypt_load(cd, CRYPT_VERITY, &params);
         if (r < 0) {
-                crypt_free(cd);
+                sym_crypt_free(cd);
                 return refuse_with(ret_reason, "no dm-verity hash tree (superblock) in %s: %s",
                               v->hash_file ?: "the verity partition", *last_error ?: strerror(-r));
         }
-        if ((size_t) crypt_get_volume_key_size(cd) != v->root_hash_size) {
-                r = crypt_get_volume_key_size(cd);
-                crypt_free(cd);
+        if ((size_t) sym_crypt_get_volume_key_size(cd) != v->root_hash_size) {
+                r = sym_crypt_get_volume_key_size(cd);
+                sym_crypt_free(cd);
                 return refuse_with(ret_reason, "the root hash from %s has %zu bytes, the hash tree's algorithm makes %d",
                               v->root_hash_from, v->root_hash_size, r);
         }
@@ -417,8 +418,8 @@ static int verify_all(const ImageVerity *v, const char *data_dev, const char *ha
         r = load(v, data_dev, hash_dev, CRYPT_VERITY_CHECK_HASH, &cd, &last_error, ret_reason);
         if (r <= 0)
                 return r;
-        r = crypt_activate_by_volume_key(cd, NULL, (const char *) v->root_hash, v->root_hash_size, 0);
-        crypt_free(cd);
+        r = sym_crypt_activate_by_volume_key(cd, NULL, (const char *) v->root_hash, v->root_hash_size, 0);
+        sym_crypt_free(cd);
         if (r == -EPERM || r == -EFAULT)
                 return refuse_with(ret_reason, "the image does not match its root hash (%s): tampered or corrupt",
                               last_error ?: "verification failed");
@@ -437,7 +438,10 @@ int verity_activate(const ImageVerity *v, const char *data_dev, const char *hash
 
         if (!name)
                 return -ENOMEM;
-        crypt_set_log_callback(NULL, crypt_log_to_debug, &last_error);
+        r = dlopen_libcryptsetup(ret_reason);
+        if (r <= 0)
+                return r;
+        sym_crypt_set_log_callback(NULL, crypt_log_to_debug, &last_error);
         r = verify_all(v, data_dev, hash_dev, ret_reason);
         if (r <= 0)
                 goto finish;
@@ -472,14 +476,16 @@ int verity_activate(const ImageVerity *v, const char *data_dev, const char *hash
         d = (VerityDevice) {};
 finish:
         verity_device_done(&d);
-        crypt_free(cd);
-        crypt_set_log_callback(NULL, NULL, NULL);
+        sym_crypt_free(cd);
+        sym_crypt_set_log_callback(NULL, NULL, NULL);
         return r;
 }
 
 int verity_release(const char *name) {
-        crypt_set_log_callback(NULL, crypt_log_to_debug, NULL);
-        return crypt_deactivate_by_name(NULL, name, CRYPT_DEACTIVATE_DEFERRED);
+        if (dlopen_libcryptsetup(NULL) <= 0)
+                return -ELIBACC;
+        sym_crypt_set_log_callback(NULL, crypt_log_to_debug, NULL);
+        return sym_crypt_deactivate_by_name(NULL, name, CRYPT_DEACTIVATE_DEFERRED);
 }
 
 

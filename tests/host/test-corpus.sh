@@ -125,6 +125,26 @@ check "no superblock parser beyond squashfs, erofs and those a refusal names rea
         bash -c '! grep -vxE "squashfs|erofs|ext4|xfs|btrfs|vfat|f2fs" <<<"$1"' _ "$probers"
 host_teardown
 
+# --- libcrypto and libcryptsetup: loaded for the images that need them, only ------
+# ld.so names every library whose initialiser runs (LD_DEBUG=libs): an unsigned image
+# must not pull either in; a signed one needs both (its signature, then its hash tree).
+loaded() { LD_DEBUG=libs tuck refresh 2>&1 | sed -n 's/.*calling init: //p' | sort -u; }
+host_setup
+install_corpus c-squashfs
+libs=$(loaded)
+diag "libraries initialised for c-squashfs: $(tr '\n' ' ' <<<"$libs")"
+check "ld.so's report is seen (LD_DEBUG)" grep -q libmount <<<"$libs"
+check "an unsigned image loads neither libcrypto nor libcryptsetup" \
+        bash -c '! grep -E "libcrypto|libcryptsetup" <<<"$1"' _ "$libs"
+install_corpus c-signed
+libs=$(loaded)
+check "a signed image loads libcrypto and libcryptsetup" \
+        bash -c 'grep -q libcrypto.so.3 <<<"$1" && grep -q libcryptsetup.so.12 <<<"$1"' _ "$libs"
+out=$(tuck list 2>&1 || true)
+check "and it is still verified, then refused for want of device-mapper" \
+        grep -q "verified against its root hash, but this kernel has no device-mapper" <<<"$out"
+host_teardown
+
 # --- tampering is found in userspace, before anything is mounted ---------------
 host_setup
 install_corpus c-verity

@@ -9,12 +9,15 @@
  */
 
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "crypto-dl.h"
 #include "image.h"
 #include "signature.h"
 #include "tap.h"
@@ -244,6 +247,56 @@ static void test_config(void) {
                 config_done(&c);
 }
 
+/*
+ * In a child that has left the process's mount namespace, or its root: the
+ * load is refused with its reason, and nothing is loaded. tuck enters the
+ * staging namespace and chroots into staged images; a library found there
+ * must never run.
+ */
+static void refused_in_child(const char *where, int (*leave)(void)) {
+        pid_t pid = fork();
+        int status = 0;
+
+        if (pid == 0) {
+                _cleanup_free_ char *why = NULL;
+
+                if (leave() < 0)
+                        _exit(2);
+                if (dlopen_libcrypto(&why) != 0 || libcrypto_loaded() || !why || !strstr(why, "is not loaded here"))
+                        _exit(1);
+                free(why);
+                why = NULL;
+                _exit(dlopen_libcryptsetup(&why) == 0 && !libcryptsetup_loaded() && why ? 0 : 1);
+        }
+        if (pid < 0 || waitpid(pid, &status, 0) != pid)
+                status = -1;
+        tap_ok(status == 0, "libcrypto and libcryptsetup are not loaded %s (child's wait status %d)", where, status);
+}
+
+/* A mount namespace of its own (with a user namespace where that is what it takes). */
+static int leave_namespace(void) {
+        return unshare(CLONE_NEWNS) == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 0 : -errno;
+}
+
+/* Another root, in the same mount namespace (a user namespace grants CAP_SYS_CHROOT). */
+static int leave_root(void) {
+        if (chroot(corpus_root) < 0 && (unshare(CLONE_NEWUSER) < 0 || chroot(corpus_root) < 0))
+                return -errno;
+        return chdir("/") < 0 ? -errno : 0;
+}
+
+static void test_loading(void) {
+        _cleanup_free_ char *why = NULL;
+
+        tap_ok(!libcrypto_loaded() && !libcryptsetup_loaded(), "nothing is loaded before it is needed");
+        refused_in_child("in another mount namespace", leave_namespace);
+        refused_in_child("below another root", leave_root);
+        tap_ok(dlopen_libcrypto(&why) == 1 && libcrypto_loaded(), "libcrypto is loaded where the process started%s%s",
+               why ? ": " : "", strempty(why));
+        tap_ok(dlopen_libcryptsetup(&why) == 1 && libcryptsetup_loaded(), "and so is libcryptsetup%s%s",
+               why ? ": " : "", strempty(why));
+}
+
 int main(void) {
         corpus = getenv("TUCK_CORPUS");
         if (!corpus) {
@@ -251,6 +304,7 @@ int main(void) {
                 return 1;
         }
         corpus_root = path_join(corpus, "root");
+        test_loading();
         test_dissect();
         test_no_certificates();
         test_disagree();
