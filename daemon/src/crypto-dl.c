@@ -67,6 +67,12 @@ static int load(DlLibrary *l, char **ret_reason) {
 
         if (l->handle)
                 return 1;
+        /* The first load is the one that counts: OpenSSL reads its configuration and providers
+         * on first use, libcryptsetup its backend. Every caller is in the host namespace. */
+        if (!start.known)
+                return refuse_with(ret_reason, "%s is needed %s and is not loaded: /proc was not mounted "
+                                   "when tuck started, so where it started is not known", l->soname,
+                                   l->needed_for);
         if (!where_we_started())
                 return refuse_with(ret_reason, "%s is needed %s and is not loaded here: only in the mount "
                                    "namespace and root tuck started in", l->soname, l->needed_for);

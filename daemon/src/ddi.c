@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "ddi.h"
+#include "image.h"
 #include "log.h"
 #include "util.h"
 
@@ -311,10 +312,12 @@ static int choose(Found *f, const char *host_arch, Ddi *ret, char **ret_reason) 
 /*
  * The file system in the data partition, by its superblock. Only those tuck
  * mounts (squashfs, erofs) and those systemd-repart commonly puts in a DDI,
- * so that a refusal can name them: none of libblkid's other superblock
- * parsers (dozens) reads a hostile image.
+ * so that a refusal can name them, and what would make one ambiguous: tuck's
+ * own probe runs none of libblkid's other superblock parsers (dozens).
  */
-static const char * const partition_fstypes[] = { "squashfs", "erofs", "ext4", "xfs", "btrfs", "vfat", "f2fs", NULL };
+static const char * const partition_fstypes[] = {
+        "squashfs", "erofs", "ext4", "xfs", "btrfs", "vfat", "f2fs", IMAGE_FOREIGN_SIGNATURES, NULL,
+};
 
 static int probe_fstype(int fd, const DdiPartition *p, char **ret) {
         blkid_probe pr = blkid_new_probe();

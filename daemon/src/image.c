@@ -90,8 +90,8 @@ int image_open_file(const char *path) {
         return TAKE_FD(fd);
 }
 
-/* The file systems tuck mounts (dissect.c accepts no others). */
-static const char * const mountable_fstypes[] = { "squashfs", "erofs", NULL };
+/* The file systems tuck mounts (dissect.c accepts no others), and what would make one ambiguous. */
+static const char * const mountable_fstypes[] = { "squashfs", "erofs", IMAGE_FOREIGN_SIGNATURES, NULL };
 
 int image_probe_type(const char *path, ImageType *ret, char **ret_fstype) {
         _cleanup_close_ int fd = -EBADF;
@@ -113,7 +113,7 @@ int image_probe_type(const char *path, ImageType *ret, char **ret_fstype) {
         blkid_probe_enable_superblocks(pr, 1);
         blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
         /* Only the file systems tuck mounts: a raw image of any other kind is refused without a
-         * name, so none of libblkid's other superblock parsers need read a hostile file. */
+         * name, and tuck's own probe runs none of libblkid's other superblock parsers on it. */
         if (blkid_probe_filter_superblocks_type(pr, BLKID_FLTR_ONLYIN, (char **) mountable_fstypes) < 0) {
                 blkid_free_probe(pr);
                 return -ENOMEM;

@@ -2,6 +2,16 @@
 #pragma once
 
 /*
+ * Signatures a host acts on by itself when a block device shows them (udev's
+ * md, LVM and bcache rules; cryptsetup): libblkid looks for them beside the
+ * file systems tuck mounts, so that an image that also carries one is
+ * ambiguous and refused, as before the probing was narrowed, and never
+ * attached for udev to assemble.
+ */
+#define IMAGE_FOREIGN_SIGNATURES \
+        "linux_raid_member", "ddf_raid_member", "isw_raid_member", "LVM2_member", "bcache", "crypto_LUKS"
+
+/*
  * Extension images: discovery in the search directories (systemd-sysext's
  * rules: the first directory wins for a name, an empty directory masks it),
  * the kind of each image (by magic, via libblkid), and validation of what is

@@ -122,7 +122,47 @@ probers=$(LIBBLKID_DEBUG=lowprobe tuck list 2>&1 | sed 's/^[0-9]*: libblkid: *LO
 diag "superblock probers libblkid ran: $(tr '\n' ' ' <<<"$probers")"
 check "libblkid's probing is seen (LIBBLKID_DEBUG)" test -n "$probers"
 check "no superblock parser beyond squashfs, erofs and those a refusal names read the images" \
-        bash -c '! grep -vxE "squashfs|erofs|ext4|xfs|btrfs|vfat|f2fs" <<<"$1"' _ "$probers"
+        bash -c '! grep -vxE "squashfs|erofs|ext4|xfs|btrfs|vfat|f2fs|linux_raid_member|ddf_raid_member|isw_raid_member|LVM2_member|bcache|crypto_LUKS" <<<"$1"' _ "$probers"
+host_teardown
+
+# --- an image that is also an LVM physical volume -------------------------------------
+# A valid erofs whose first KiB (which erofs leaves unused) carries an LVM2 label, padded
+# to the size libblkid looks for one in: attached, udev's LVM rules would pvscan its loop
+# device. Narrowing libblkid's probers must not make it an erofs image: it is refused.
+host_setup
+mkdir -p "$ROOT/tmp/pv/usr/lib/extension-release.d"
+echo ID=_any >"$ROOT/tmp/pv/usr/lib/extension-release.d/extension-release.pv"
+mkfs.erofs "$ROOT/run/extensions/pv.raw" "$ROOT/tmp/pv" >/dev/null 2>&1
+truncate -s 4M "$ROOT/run/extensions/pv.raw"
+python3 - "$ROOT/run/extensions/pv.raw" <<'PY'
+import struct, sys
+# libblkid's lvm2 prober: "LABELONE", its sector, a CRC (LVM's) from offset 20, "LVM2 001".
+tab = [0x00000000, 0x1db71064, 0x3b6e20c8, 0x26d930ac, 0x76dc4190, 0x6b6b51f4, 0x4db26158, 0x5005713c,
+       0xedb88320, 0xf00f9344, 0xd6d6a3e8, 0xcb61b38c, 0x9b64c2b0, 0x86d3d2d4, 0xa00ae278, 0xbdbdf21c]
+def crc(b):
+    c = 0xf597a6cf
+    for x in b:
+        c ^= x
+        c = (c >> 4) ^ tab[c & 0xf]
+        c = (c >> 4) ^ tab[c & 0xf]
+    return c
+label = bytearray(512)
+label[0:8] = b"LABELONE"
+label[8:16] = struct.pack("<Q", 1)
+label[20:24] = struct.pack("<I", 32)
+label[24:32] = b"LVM2 001"
+label[32:64] = b"tuckTestPVtuckTestPVtuckTestPV01"
+label[16:20] = struct.pack("<I", crc(label[20:]))
+with open(sys.argv[1], "r+b") as f:
+    f.seek(512)
+    f.write(label)
+PY
+check "blkid sees the LVM2 label in it" bash -c 'blkid -p -o value -s TYPE "$1" | grep -qx LVM2_member' _ "$ROOT/run/extensions/pv.raw"
+out=$(tuck list 2>&1 || true)
+diag "$(grep -A1 -E '^sysext +pv ' <<<"$out" || true)"
+expect_eq "an erofs that is also an LVM physical volume is not usable" \
+        "$(awk '$1 == "sysext" && $2 == "pv" { print $5 }' <<<"$out")" invalid
+check "and tuck names what it is" grep -q "not usable: file system 'LVM2_member' is not supported" <<<"$out"
 host_teardown
 
 # --- libcrypto and libcryptsetup: loaded for the images that need them, only ------
