@@ -61,6 +61,6 @@ LIBCRYPTSETUP_SYMBOLS(DL_DECLARE_SYM)
 int dlopen_libcrypto(char **ret_reason);
 int dlopen_libcryptsetup(char **ret_reason);
 
-/* Is it loaded already (for tests and for tuckctl status)? */
+/* Is it loaded already (for the tests)? */
 bool libcrypto_loaded(void);
 bool libcryptsetup_loaded(void);
