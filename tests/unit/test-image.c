@@ -178,6 +178,11 @@ static void test_layers(void) {
                 { "opaque", "usr/lib/os-release", LAYER_ABSENT, 0,
                   "ships /usr/lib as an opaque directory (overlay.opaque=y)" },
                 { "opaque-x", "usr/lib/os-release", LAYER_ABSENT, 1, NULL },   /* "x": xattr whiteouts inside, not opaque */
+                /* Behind xattrs of other names: the list is read to its end. */
+                { "redirect", "usr/lib/os-release", LAYER_ABSENT, 0, "ships /usr/lib with an overlay redirect" },
+                /* More names than one read of the list takes: looked up one by one. */
+                { "crowded", "usr/lib/os-release", LAYER_ABSENT, 0, "ships /usr/lib as an opaque directory" },
+                { "crowded-plain", "usr/lib/os-release", LAYER_ABSENT, 1, NULL },
         };
         _cleanup_free_ char *p = NULL;
 
@@ -206,6 +211,28 @@ static void test_layers(void) {
         p = path_join(root, "layers/opaque-x/usr/lib");
         tap_ok(setxattr(p, "user.overlay.opaque", "x", 1, 0) == 0, "user.overlay.opaque=x set");
         free(p);
+        dir("layers/redirect/usr/lib");
+        p = path_join(root, "layers/redirect/usr/lib");
+        tap_ok(setxattr(p, "user.a", "1", 1, 0) == 0 && setxattr(p, "user.overlay.redirect", "/x", 2, 0) == 0 &&
+               setxattr(p, "user.z", "1", 1, 0) == 0, "user.overlay.redirect set among others");
+        free(p);
+        dir("layers/crowded/usr/lib");
+        dir("layers/crowded-plain/usr/lib");
+        for (unsigned k = 0; k < 2; k++) {
+                bool ok = true;
+
+                p = path_join(root, k ? "layers/crowded-plain/usr/lib" : "layers/crowded/usr/lib");
+                for (unsigned j = 0; j < 40; j++) {
+                        char name[64];
+
+                        snprintf(name, sizeof(name), "user.padding-padding-padding-padding-%02u", j);
+                        ok = ok && setxattr(p, name, "1", 1, 0) == 0;
+                }
+                if (k == 0)
+                        ok = ok && setxattr(p, "user.overlay.opaque", "y", 1, 0) == 0;
+                tap_ok(ok, "40 xattrs (over 1,600 bytes of names) on %s", p);
+                free(p);
+        }
         p = NULL;
 
         for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
