@@ -172,16 +172,20 @@ static int append(Image ***images, size_t *n, Image *i) {
  * One directory entry: a *.raw file or a directory, symlinks followed. In a
  * search directory others can write (untrusted: why), it is listed refused.
  */
-static int discover_entry(const char *root, ImageClass c, const char *dir, int dir_fd, const char *untrusted,
-                          const char *entry, Image ***images, size_t *n) {
+static int discover_entry(const char *root, ImageClass c, const char *dir, int dir_fd, const char *dir_resolved,
+                          const char *untrusted, const char *entry, Image ***images, size_t *n) {
         _cleanup_(image_freep) Image *i = NULL;
         struct stat st;
         Image *winner;
         char *suffix;
+        bool symlink;
         int r;
 
         /* ".#NAME": a file being written (systemd's convention), not an image yet. */
-        if (startswith(entry, ".#") || fstatat(dir_fd, entry, &st, 0) < 0)
+        if (startswith(entry, ".#") || fstatat(dir_fd, entry, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        symlink = S_ISLNK(st.st_mode);
+        if (symlink && fstatat(dir_fd, entry, &st, 0) < 0)
                 return 0;
 
         i = calloc(1, sizeof(Image));
@@ -202,7 +206,8 @@ static int discover_entry(const char *root, ImageClass c, const char *dir, int d
         i->search_dir = strdup(dir);
         if (!i->name || !i->path || !i->search_dir)
                 return -ENOMEM;
-        i->resolved = realpath(i->path, NULL);
+        /* Only a symlink needs resolving on its own; the directory was, once. */
+        i->resolved = !symlink && dir_resolved ? path_join(dir_resolved, entry) : realpath(i->path, NULL);
         if (!i->resolved && !(i->resolved = strdup(i->path)))
                 return -ENOMEM;
 
@@ -257,7 +262,7 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
 
         STRV_FOREACH(dir, search_dirs) {
                 _cleanup_strv_free_ char **entries = NULL;
-                _cleanup_free_ char *path = path_join(root, *dir), *untrusted = NULL;
+                _cleanup_free_ char *path = path_join(root, *dir), *untrusted = NULL, *resolved = NULL;
                 _cleanup_close_ int fd = -EBADF;
 
                 if (!path) {
@@ -280,9 +285,10 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
                         r = -ENOMEM;
                         goto fail;
                 }
+                resolved = realpath(path, NULL);
                 /* The order of the layers is decided later, by version. */
                 STRV_FOREACH(e, entries) {
-                        r = discover_entry(root, c, *dir, fd, untrusted, *e, &images, &n);
+                        r = discover_entry(root, c, *dir, fd, resolved, untrusted, *e, &images, &n);
                         if (r < 0)
                                 goto fail;
                 }
@@ -338,15 +344,15 @@ int image_set_reason(Image *i, const char *fmt, ...) {
         return r;
 }
 
-int image_check_trust(Image *i) {
+int image_check_trust(Image *i, TrustCache *cache) {
         _cleanup_free_ char *reason = NULL, *resolved = NULL;
         struct stat st;
         int r;
 
         if (i->untrusted)
                 return 0;
-        r = trust_check_path(i->path, i->type == IMAGE_TYPE_DIRECTORY ? TRUST_TREE : TRUST_FILE, &st, &resolved,
-                             &reason);
+        r = trust_check_path_cached(cache, i->path, i->type == IMAGE_TYPE_DIRECTORY ? TRUST_TREE : TRUST_FILE, &st,
+                                    &resolved, &reason);
         /* From here on the image is what the walk reached: a symlink flipped since the
          * discovery (sysupdate's CurrentSymlink=) points at another file, not a replaced one. */
         if (r > 0 && !streq(resolved, i->resolved)) {

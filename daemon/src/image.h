@@ -28,6 +28,7 @@
 #include "extension-release.h"
 #include "image-class.h"
 #include "image-policy.h"
+#include "trust.h"
 #include "verity.h"
 
 typedef enum ImageType {
@@ -112,9 +113,9 @@ int image_open_file(const char *path);
 /*
  * The trust model (trust.h) for the image at i->path: returns 1 if only root
  * can change it (and records what it found there), 0 with i->valid false and
- * the reason if not.
+ * the reason if not. cache: the run's (trust_check_path_cached()).
  */
-int image_check_trust(Image *i);
+int image_check_trust(Image *i, TrustCache *cache);
 
 /* A DDI whose file system is its usr partition: the mounted tree is /usr itself. */
 bool image_is_usr_partition(const Image *i);

@@ -85,6 +85,7 @@ Run run_new(TuckContext *c, TuckVerb verb, const TuckOptions *o, Report *report)
                 .verb = verb,
                 .report = report,
                 .staging = STAGING_INIT,
+                .trust = TRUST_CACHE_INIT,
                 .beneath = -1,
                 .budget = context_scan_budget(c, opts->hooks),
         };
@@ -112,6 +113,7 @@ void run_done(Run *run) {
         manager_request_done(&run->manager);
         staging_close(&run->staging);
         staging_table_done(&run->table);
+        trust_cache_done(&run->trust);
         versions_done(&run->versions);
         versions_done(&run->written);
         for (size_t i = 0; run->staged && i < run->n_inputs; i++)
@@ -294,7 +296,7 @@ static int inspect_image(Run *run, size_t idx) {
                         mark_invalid(img, "no squashfs or erofs file system found");
         img->inspected = true;
         img->valid = true;
-        r = image_check_trust(img);
+        r = image_check_trust(img, &run->trust);
         if (r <= 0)
                 return r;
         r = image_dissect(img, run->c->root, run->host.architecture);

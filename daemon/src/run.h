@@ -35,6 +35,7 @@ typedef struct Run {
         HostRelease host;
         Staging staging;
         StagingTable table;
+        TrustCache trust;            /* the images' directories, walked once a run (trust.h) */
         Versions versions;           /* the floors as read (merge and refresh) */
         Versions written;            /* the floors in versions.json now */
         int floors_unsaved;          /* <0: the floors this run allows could not be written */

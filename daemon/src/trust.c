@@ -76,11 +76,25 @@ static int walk_down(Walk *w, int fd, const char *c) {
         return 0;
 }
 
-int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_resolved, char **ret_reason) {
+/* The end of a walk at st (path): what kind says, then the entry's own rule. */
+static const char *end_refusal(const struct stat *st, TrustKind kind, char buf[static 64]) {
+        if (kind == TRUST_FILE ? !S_ISREG(st->st_mode) : !S_ISDIR(st->st_mode))
+                return kind == TRUST_FILE ? "not a regular file" : "not a directory";
+        return trust_refusal(st, false, buf);
+}
+
+/*
+ * The walk of trust_check_path(). With fill, a walk that passed and took no
+ * symlink, ".", ".." or "//" leaves its last directory in fill: every
+ * component down to it was checked on the way, and only root can change
+ * that now.
+ */
+static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_resolved, char **ret_reason,
+                     TrustCache *fill) {
         _cleanup_(walk_done) Walk w = { .where = "/" };
         _cleanup_free_ char *todo = strdup(path);
         unsigned links = 0;
-        const char *rest;
+        const char *rest, *why;
         struct stat st;
         char buf[64];
         int fd, r;
@@ -164,12 +178,67 @@ int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char
         }
 
         /* The end of the walk: what kind says. */
-        if (kind == TRUST_FILE ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode))
-                return refuse(&w, w.where, kind == TRUST_FILE ? "not a regular file" : "not a directory",
-                              ret_reason);
-        if (trust_refusal(&st, false, buf))
-                return refuse(&w, w.where, buf, ret_reason);
+        why = end_refusal(&st, kind, buf);
+        if (why)
+                return refuse(&w, w.where, why, ret_reason);
         if (ret_resolved && !(*ret_resolved = strdup(w.where)))
+                return -ENOMEM;
+        if (ret_st)
+                *ret_st = st;
+        if (fill && !w.via[0] && w.n > 2 && streq(w.where, path)) {
+                char *dir = strndup(path, strrchr(path, '/') - path);
+
+                if (dir) {
+                        trust_cache_done(fill);
+                        fill->dir = dir;
+                        fill->fd = TAKE_FD(w.fds[w.n - 2]);
+                }
+        }
+        return 1;
+}
+
+int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_resolved, char **ret_reason) {
+        return walk_path(path, kind, ret_st, ret_resolved, ret_reason, NULL);
+}
+
+void trust_cache_done(TrustCache *cache) {
+        free(cache->dir);
+        cache->dir = NULL;
+        cache->fd = safe_close(cache->fd);
+}
+
+/* One entry's name: no "/", not "." or "..", not empty. */
+static bool name_is_plain(const char *name) {
+        return name[0] && !strchr(name, '/') && !streq(name, ".") && !streq(name, "..") &&
+               strlen(name) <= NAME_MAX;
+}
+
+int trust_check_path_cached(TrustCache *cache, const char *path, TrustKind kind, struct stat *ret_st,
+                            char **ret_resolved, char **ret_reason) {
+        _cleanup_close_ int fd = -EBADF;
+        const char *name = cache->dir ? startswith(path, cache->dir) : NULL;
+        struct stat st;
+        char buf[64];
+        const char *why;
+
+        /* Only a name right in the cached directory; anything else is walked in full. */
+        if (!name || name[0] != '/' || !name_is_plain(++name))
+                return walk_path(path, kind, ret_st, ret_resolved, ret_reason, cache);
+        fd = openat(cache->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        /* A symlink: its target is walked from "/". */
+        if (S_ISLNK(st.st_mode))
+                return walk_path(path, kind, ret_st, ret_resolved, ret_reason, cache);
+        why = end_refusal(&st, kind, buf);
+        if (why) {
+                (void) asprintf_safe(ret_reason, "'%s' is %s; whoever can write there could change what is "
+                                     "mounted", path, why);
+                return 0;
+        }
+        if (ret_resolved && !(*ret_resolved = strdup(path)))
                 return -ENOMEM;
         if (ret_st)
                 *ret_st = st;

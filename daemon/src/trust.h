@@ -40,6 +40,25 @@ typedef enum TrustKind {
  */
 int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char **ret_resolved, char **ret_reason);
 
+/*
+ * Within one run, images sit side by side in a few search directories: a
+ * cache holds the last directory a walk passed through, so that the next
+ * name in it is one openat() from there, not a walk from "/". Only root can
+ * change what was checked, but root can; keep a cache for one run, no
+ * longer. A name that is a symlink, and any other path, is walked in full
+ * (and that walk's directory is the one cached then). Same returns.
+ */
+typedef struct TrustCache {
+        char *dir;   /* no trailing "/", no symlink, ".", ".." or "//" in it */
+        int fd;      /* O_PATH on dir */
+} TrustCache;
+
+#define TRUST_CACHE_INIT ((TrustCache) { .fd = -EBADF })
+
+void trust_cache_done(TrustCache *cache);
+int trust_check_path_cached(TrustCache *cache, const char *path, TrustKind kind, struct stat *ret_st,
+                            char **ret_resolved, char **ret_reason);
+
 /* Every entry of the directory tree at path: owned by root, not writable by group or others. Same returns. */
 int trust_check_tree(const char *path, char **ret_reason);
 

@@ -85,6 +85,28 @@ static void test_discover(void) {
         i = find(l, n, "bar", "/var/lib/extensions");
         tap_ok(i && i->type == IMAGE_TYPE_UNSUPPORTED, "a .raw without a file system is unsupported (probed by magic)");
         images_free(l, n);
+
+        /* Where an image is: its directory resolved once, a symlink on its own. */
+        {
+                char *sym_dirs[] = { (char *) "/etc/sym-extensions", NULL };
+                _cleanup_free_ char *link = path_join(root, "etc/sym-extensions"), *img = NULL;
+                _cleanup_free_ char *want_plain = path_join(root, "srv/exts/baz.raw");
+                _cleanup_free_ char *want_link = path_join(root, "srv/other/qux-2.raw");
+
+                put("srv/exts/baz.raw", "x");
+                put("srv/other/qux-2.raw", "x");
+                (void) !symlink("../srv/exts", link);
+                img = path_join(root, "srv/exts/qux.raw");
+                (void) !symlink("../other/qux-2.raw", img);
+                l = NULL;
+                n = 0;
+                r = images_discover(root, IMAGE_SYSEXT, sym_dirs, &l, &n);
+                i = find(l, n, "baz", "/etc/sym-extensions");
+                tap_streq(i ? i->resolved : NULL, want_plain, "an image in a symlinked search directory: resolved");
+                i = find(l, n, "qux", "/etc/sym-extensions");
+                tap_streq(i ? i->resolved : NULL, want_link, "a symlinked image: its target");
+                images_free(l, n);
+        }
 }
 
 static const struct {
@@ -295,6 +317,78 @@ static void test_trust_rules(void) {
         }
 }
 
+/*
+ * A run's trust cache (trust_check_path_cached()) says what a walk from "/"
+ * says, for every kind of path: a name in the cached directory, one that is
+ * refused, a symlink out of it (walked in full), a missing one, one given
+ * through "..", one in another directory.
+ */
+static void test_trust_cache(void) {
+        static const struct {
+                const char *path;
+                TrustKind kind;
+        } cases[] = {
+                { "trust/imgs/a.raw", TRUST_FILE },
+                { "trust/imgs/b.raw", TRUST_FILE },          /* 0666: refused */
+                { "trust/imgs/a.raw", TRUST_FILE },          /* again, from the cache */
+                { "trust/imgs/link.raw", TRUST_FILE },       /* a symlink to ../open/c.raw: refused on the way */
+                { "trust/imgs/good-link.raw", TRUST_FILE },  /* a symlink to ../other/d.raw: fine, another name */
+                { "trust/imgs/a.raw", TRUST_FILE },          /* the cache is trust/other now */
+                { "trust/imgs/tree", TRUST_FILE },           /* a directory: not a regular file */
+                { "trust/imgs/tree", TRUST_TREE },
+                { "trust/imgs/missing.raw", TRUST_FILE },
+                { "trust/imgs/../imgs/a.raw", TRUST_FILE },
+                { "trust/imgs//a.raw", TRUST_FILE },
+                { "trust/other/d.raw", TRUST_FILE },
+                { "trust/imgs/owned.raw", TRUST_FILE },      /* uid 1000 (as root) */
+        };
+        char *p;
+        TrustCache cache = TRUST_CACHE_INIT;
+
+        put("trust/imgs/a.raw", "a");
+        put("trust/imgs/b.raw", "b");
+        put("trust/imgs/owned.raw", "o");
+        put("trust/open/c.raw", "c");
+        put("trust/other/d.raw", "d");
+        dir("trust/imgs/tree");
+        p = path_join(root, "trust/imgs/b.raw");
+        (void) chmod(p, 0666);
+        free(p);
+        p = path_join(root, "trust/open");
+        (void) chmod(p, 0777);
+        free(p);
+        p = path_join(root, "trust/imgs/owned.raw");
+        if (geteuid() == 0)
+                (void) !chown(p, 1000, 0);
+        free(p);
+        p = path_join(root, "trust/imgs/link.raw");
+        (void) !symlink("../open/c.raw", p);
+        free(p);
+        p = path_join(root, "trust/imgs/good-link.raw");
+        (void) !symlink("../other/d.raw", p);
+        free(p);
+
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                _cleanup_free_ char *path = path_join(root, cases[k].path);
+                _cleanup_free_ char *why = NULL, *why_c = NULL, *res = NULL, *res_c = NULL;
+                struct stat st = {}, st_c = {};
+                int r, r_c;
+
+                r = trust_check_path(path, cases[k].kind, &st, &res, &why);
+                r_c = trust_check_path_cached(&cache, path, cases[k].kind, &st_c, &res_c, &why_c);
+                tap_ok(r == r_c && streq_ptr(why, why_c) && streq_ptr(res, res_c) &&
+                       (r <= 0 || st.st_ino == st_c.st_ino),
+                       "%s: cached as walked (%d, %s)", cases[k].path, r_c, why_c ?: res_c ?: "-");
+                if (r != r_c || !streq_ptr(why, why_c) || !streq_ptr(res, res_c))
+                        tap_diag("walked: %d, '%s', '%s'", r, tap_str(why), tap_str(res));
+        }
+        p = path_join(root, "trust/other");
+        tap_streq(cache.dir, p, "the cache holds the last directory walked");
+        free(p);
+        trust_cache_done(&cache);
+        tap_ok(!cache.dir && cache.fd < 0, "the cache is let go");
+}
+
 /* Which name a relaxed release file makes an image (issue 9): only one its file name carries. */
 static void test_identity(void) {
         static const struct {
@@ -470,6 +564,7 @@ int main(void) {
         test_config();
         test_layers();
         test_trust_rules();
+        test_trust_cache();
         if (asprintf_safe(&cmd, "rm -rf '%s'", root) == 0)
                 (void) !system(cmd);
         return tap_done();
