@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "context.h"
@@ -65,26 +66,38 @@ int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
  * hierarchy that does not exist keeps its path: it is skipped later.
  */
 static int hierarchy_resolve(const TuckContext *c, int root_fd, const char *path, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
-        char proc[64], buf[PATH_MAX];
-        ssize_t n;
+        /* The name of the mount on top is only read right while it stays there: a refresh
+         * elsewhere (tuckd's, another tuckctl's: we hold no lock yet) that replaces it
+         * leaves our fd on a detached mount, whose name is "/". So the name must lead back
+         * to what the fd is; if it does not, the top moved meanwhile: look again. */
+        for (unsigned attempt = 0; attempt < 8; attempt++) {
+                _cleanup_close_ int fd = -EBADF;
+                char proc[64], buf[PATH_MAX];
+                struct stat a, b;
+                ssize_t n;
 
-        fd = openat_in_root(root_fd, path, O_PATH | O_DIRECTORY);
-        if (fd == -ENOENT) {
-                *ret = context_path(c, path);
+                fd = openat_in_root(root_fd, path, O_PATH | O_DIRECTORY);
+                if (fd == -ENOENT) {
+                        *ret = context_path(c, path);
+                        return *ret ? 0 : -ENOMEM;
+                }
+                if (fd < 0)
+                        return fd;
+                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+                n = readlink(proc, buf, sizeof(buf) - 1);
+                if (n < 0)
+                        return -errno;
+                if ((size_t) n >= sizeof(buf) - 1)
+                        return -ENAMETOOLONG;
+                buf[n] = 0;
+                if (fstat(fd, &a) < 0)
+                        return -errno;
+                if (stat(buf, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+                        continue;
+                *ret = strdup(buf);
                 return *ret ? 0 : -ENOMEM;
         }
-        if (fd < 0)
-                return fd;
-        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-        n = readlink(proc, buf, sizeof(buf) - 1);
-        if (n < 0)
-                return -errno;
-        if ((size_t) n >= sizeof(buf) - 1)
-                return -ENAMETOOLONG;
-        buf[n] = 0;
-        *ret = strdup(buf);
-        return *ret ? 0 : -ENOMEM;
+        return -EAGAIN;
 }
 
 static int add_hierarchy(TuckContext *c, int root_fd, const char *path, ImageClass k, char **ret_error) {

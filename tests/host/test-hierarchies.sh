@@ -126,4 +126,49 @@ conf '[Sysext]' 'Hierarchies=/usr /usr2'
 refused "Hierarchies=/usr /usr2 (a link to usr)" "hierarchies /usr and /usr2 are the same directory" \
         "$TUCKCTL" --root="$ROOT" merge
 expect_eq "nothing was mounted by the refused calls" "$(host_mountinfo)" "$before"
+
+# --- the top replaced while tuckctl resolves the hierarchy ---------------------
+# tuckctl resolves its hierarchies before it takes the lock, while a refresh of
+# tuckd's may be replacing the top. A name read from a top that was detached
+# meanwhile is "/": a refresh would then work on "/" as its /usr. Here a loop
+# mounts a tmpfs on /usr and detaches it as fast as it can; every status must
+# name $ROOT/usr, or say it could not resolve it (never another path).
+conf '[Sysext]' 'Hierarchies=/usr'
+python3 - "$ROOT/usr" "$ROOT/tmp/flip.stop" <<'PY' &
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+target, stop = sys.argv[1].encode(), sys.argv[2]
+n = 0
+while not os.path.exists(stop):
+    if libc.mount(b"tuck-flip", target, b"tmpfs", 0, None) == 0:
+        libc.umount2(target, 2)   # MNT_DETACH
+        n += 1
+print(n, file=open(stop + ".count", "w"))
+PY
+flipper=$!
+wrong=0 right=0 busy=0
+for ((i = 0; i < 100; i++)); do
+        out=$(tuck status --json=short 2>&1) || true
+        path=$(python3 -c '
+import json, sys
+try:
+    for h in json.loads(sys.argv[1]):
+        if h["hierarchy"] == "/usr":
+            print(h["path"])
+except Exception:
+    pass' "$out")
+        if [[ $path == "$ROOT/usr" ]]; then
+                right=$((right + 1))
+        elif grep -q "cannot resolve hierarchy /usr below .*Resource temporarily unavailable" <<<"$out"; then
+                busy=$((busy + 1))
+        else
+                wrong=$((wrong + 1))
+                ((wrong > 3)) || diag "status named /usr '$path': $out"
+        fi
+done
+touch "$ROOT/tmp/flip.stop"
+wait "$flipper"
+diag "100 status calls while the top was replaced $(cat "$ROOT/tmp/flip.stop.count") times: $right named $ROOT/usr, $busy could not resolve it"
+expect_eq "no status named another path for /usr" "$wrong" 0
+expect_eq "the loop left nothing mounted" "$(host_mountinfo)" "$before"
 tap_done
