@@ -223,6 +223,7 @@ void staging_close(Staging *s) {
         s->host_ns_fd = safe_close(s->host_ns_fd);
         s->host_root_fd = safe_close(s->host_root_fd);
         s->host_cwd_fd = safe_close(s->host_cwd_fd);
+        s->root_fd = safe_close(s->root_fd);
 }
 
 int staging_enter(Staging *s) {
@@ -290,27 +291,56 @@ int staging_open_path(Staging *s, const char *rel) {
         return RET_NERRNO(open(rel, O_PATH | O_DIRECTORY | O_CLOEXEC));
 }
 
-int staging_is_mounted(Staging *s, const char *rel) {
+/* Is something mounted at rel (below dir_fd), not just its directory there? */
+static int mounted_at(int dir_fd, const char *rel) {
         _cleanup_free_ char *parent = strdup(rel);
         uint64_t a, b;
         char *slash;
 
-        if (!s->inside)
-                return -EINVAL;
         if (!parent)
                 return -ENOMEM;
         slash = strrchr(parent, '/');
         if (slash)
                 *slash = 0;
         /* A mount point is on another mount than its parent directory. */
-        if (path_get_mnt_id(AT_FDCWD, rel, &a) < 0 || path_get_mnt_id(AT_FDCWD, slash ? parent : ".", &b) < 0)
+        if (path_get_mnt_id(dir_fd, rel, &a) < 0 || path_get_mnt_id(dir_fd, slash ? parent : ".", &b) < 0)
                 return 0;
         return a != b;
+}
+
+int staging_is_mounted(Staging *s, const char *rel) {
+        if (!s->inside)
+                return -EINVAL;
+        return mounted_at(AT_FDCWD, rel);
+}
+
+/* From outside: the namespace's root, opened the first time. */
+static int staging_root(Staging *s) {
+        int r;
+
+        if (s->root_fd >= 0)
+                return 0;
+        r = staging_enter(s);
+        if (r >= 0) {
+                s->root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (s->root_fd < 0)
+                        r = -errno;
+        }
+        (void) staging_leave(s);
+        return r;
 }
 
 int staging_open_mounted(Staging *s, const char *rel) {
         int r;
 
+        if (!s->inside) {
+                r = staging_root(s);
+                if (r >= 0)
+                        r = mounted_at(s->root_fd, rel);
+                if (r > 0)
+                        return RET_NERRNO(openat(s->root_fd, rel, O_PATH | O_DIRECTORY | O_CLOEXEC));
+                return r == 0 ? -ENOENT : r;
+        }
         r = staging_enter(s);
         if (r >= 0)
                 r = staging_is_mounted(s, rel);

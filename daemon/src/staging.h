@@ -29,10 +29,12 @@ typedef struct Staging {
         int host_ns_fd;      /* where we came from */
         int host_root_fd;
         int host_cwd_fd;
+        int root_fd;         /* O_PATH on the staging namespace's root, for looking in from outside */
         bool inside;
 } Staging;
 
-#define STAGING_INIT { .ns_fd = -EBADF, .host_ns_fd = -EBADF, .host_root_fd = -EBADF, .host_cwd_fd = -EBADF }
+#define STAGING_INIT { .ns_fd = -EBADF, .host_ns_fd = -EBADF, .host_root_fd = -EBADF, .host_cwd_fd = -EBADF, \
+                       .root_fd = -EBADF }
 
 /* Opens the pinned staging namespace below run_dir, creating it if needed. */
 int staging_open(const char *run_dir, Staging *ret);
@@ -50,7 +52,12 @@ int staging_detach(Staging *s, const char *rel);
 int staging_open_path(Staging *s, const char *rel);
 /* Inside: is something mounted at rel, not just its directory there? */
 int staging_is_mounted(Staging *s, const char *rel);
-/* Enters and leaves: an O_PATH fd for what is mounted at rel, -ENOENT if nothing is. */
+/*
+ * An O_PATH fd for what is mounted at rel, -ENOENT if nothing is. From
+ * outside it looks in through the namespace's root (entered once, for that
+ * fd), so a run that opens every staged image does not enter for each;
+ * inside, it leaves afterwards.
+ */
 int staging_open_mounted(Staging *s, const char *rel);
 /*
  * Inside: detach what a killed run left, image mounts in i/ that the table
