@@ -41,14 +41,19 @@ static void walk_done(Walk *w) {
         w->n = 0;
 }
 
-static int refuse(Walk *w, const char *path, const char *why, char **ret_reason) {
-        if (w->via[0])
+/* via: the last symlink followed, "" if none. */
+static int refuse_via(const char *via, const char *path, const char *why, char **ret_reason) {
+        if (via[0])
                 (void) asprintf_safe(ret_reason, "'%s' (reached through the symlink '%s') is %s; whoever can "
-                                     "write there could change what is mounted", path, w->via, why);
+                                     "write there could change what is mounted", path, via, why);
         else
                 (void) asprintf_safe(ret_reason, "'%s' is %s; whoever can write there could change what is "
                                      "mounted", path, why);
         return 0;
+}
+
+static int refuse(Walk *w, const char *path, const char *why, char **ret_reason) {
+        return refuse_via(w->via, path, why, ret_reason);
 }
 
 static void walk_up(Walk *w, bool to_root) {
@@ -233,11 +238,8 @@ int trust_check_path_cached(TrustCache *cache, const char *path, TrustKind kind,
         if (S_ISLNK(st.st_mode))
                 return walk_path(path, kind, ret_st, ret_resolved, ret_reason, cache);
         why = end_refusal(&st, kind, buf);
-        if (why) {
-                (void) asprintf_safe(ret_reason, "'%s' is %s; whoever can write there could change what is "
-                                     "mounted", path, why);
-                return 0;
-        }
+        if (why)
+                return refuse_via("", path, why, ret_reason);
         if (ret_resolved && !(*ret_resolved = strdup(path)))
                 return -ENOMEM;
         if (ret_st)
