@@ -81,6 +81,9 @@ static int hierarchy_resolve(const TuckContext *c, int root_fd, const char *path
                         *ret = context_path(c, path);
                         return *ret ? 0 : -ENOMEM;
                 }
+                /* The same race seen by openat2(): the mount it ended on left the root. */
+                if (fd == -EXDEV)
+                        continue;
                 if (fd < 0)
                         return fd;
                 snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
