@@ -206,7 +206,7 @@ static int discover_entry(const char *root, ImageClass c, const char *dir, int d
         i->search_dir = strdup(dir);
         if (!i->name || !i->path || !i->search_dir)
                 return -ENOMEM;
-        /* Only a symlink needs resolving on its own; the directory was, once. */
+        /* Only a symlink needs resolving on its own; the directory was, by its trust walk. */
         i->resolved = !symlink && dir_resolved ? path_join(dir_resolved, entry) : realpath(i->path, NULL);
         if (!i->resolved && !(i->resolved = strdup(i->path)))
                 return -ENOMEM;
@@ -278,14 +278,14 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
                 r = list_dir(fd, &entries);
                 if (r < 0)
                         goto fail;
-                r = trust_check_path(path, TRUST_SEARCH_DIR, NULL, NULL, &untrusted);
+                /* The walk resolves the directory too: its images are named below what it checked. */
+                r = trust_check_path(path, TRUST_SEARCH_DIR, NULL, &resolved, &untrusted);
                 if (r < 0)
                         log_debug_errno(r, "Cannot check who may write '%s', refusing its images: %m", path);
                 if (r < 0 && !untrusted && asprintf_safe(&untrusted, "cannot be checked: %s", strerror(-r)) < 0) {
                         r = -ENOMEM;
                         goto fail;
                 }
-                resolved = realpath(path, NULL);
                 /* The order of the layers is decided later, by version. */
                 STRV_FOREACH(e, entries) {
                         r = discover_entry(root, c, *dir, fd, resolved, untrusted, *e, &images, &n);
