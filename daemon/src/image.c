@@ -542,9 +542,10 @@ static int check_layer(Image *i, int tree_fd) {
          * partition is the /usr layer itself, so its root counts too. */
         r = image_is_usr_partition(i) ? layer_check_root(tree_fd, "usr", info->forbidden_path, &reason) : 1;
         if (r > 0)
-                r = layer_check(tree_fd, tree_path(i, info->forbidden_path), LAYER_ABSENT, &reason);
-        if (r > 0)
-                r = layer_check(tree_fd, tree_path(i, info->release_dir), LAYER_MERGED_DIR, &reason);
+                r = layer_check_paths(tree_fd, (const LayerPath[]) {
+                                { tree_path(i, info->forbidden_path), LAYER_ABSENT },
+                                { tree_path(i, info->release_dir), LAYER_MERGED_DIR },
+                        }, 2, &reason);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)

@@ -119,38 +119,67 @@ static int check_entry(int dir_fd, const char *name, const char *entry, const ch
         return r;
 }
 
-int layer_check(int tree_fd, const char *path, LayerRule rule, char **ret_reason) {
+/*
+ * Walks path from *dir_fd, the directory its first `from` bytes name (0: the
+ * tree), checking every entry on the way. On return *dir_fd is the deepest
+ * directory on the way that passed and *dir_len the length of its name in
+ * path (0: the tree), for the next path to go on from.
+ */
+static int walk(int *dir_fd, size_t *dir_len, const char *path, size_t from, LayerRule rule, char **ret_reason) {
         _cleanup_free_ char *copy = strdup(path);
-        _cleanup_close_ int dir_fd = -EBADF;
-        int r;
 
         if (!copy)
                 return -ENOMEM;
-        dir_fd = fcntl(tree_fd, F_DUPFD_CLOEXEC, 3);
-        if (dir_fd < 0)
-                return -errno;
-
         /* Every directory on the way must merge; the last entry follows the rule. */
-        for (char *c = copy, *slash; c; c = slash) {
-                bool last;
-                int fd;
+        for (char *c = copy + from, *slash; c; c = slash) {
+                int fd, r;
 
                 slash = strchr(c, '/');
-                last = !slash;
                 if (slash)
                         *slash = 0;
                 /* copy is the path up to this entry while its '/' is cut. */
-                r = check_entry(dir_fd, c, copy, path, last ? rule : LAYER_MERGED_DIR, &fd, ret_reason);
-                if (slash)
-                        *slash++ = '/';
+                r = check_entry(*dir_fd, c, copy, path, slash ? LAYER_MERGED_DIR : rule, &fd, ret_reason);
                 if (r <= 0)
                         return r;
                 if (fd < 0)
                         return 1;   /* absent: nothing below it either */
-                safe_close(dir_fd);
-                dir_fd = fd;
+                if (!slash) {
+                        safe_close(fd);   /* the entry itself, a merged directory: nothing to walk on to */
+                        return 1;
+                }
+                safe_close(*dir_fd);
+                *dir_fd = fd;
+                *dir_len = slash - copy;
+                *slash++ = '/';
         }
         return 1;
+}
+
+int layer_check_paths(int tree_fd, const LayerPath *paths, size_t n, char **ret_reason) {
+        _cleanup_close_ int dir_fd = -EBADF;
+        size_t dir_len = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                const char *p = paths[i].path;
+                int r;
+
+                /* Go on from the last walk's deepest directory if this path is below it, else from the top. */
+                if (dir_fd < 0 || !(dir_len == 0 || (strncmp(p, paths[i - 1].path, dir_len) == 0 && p[dir_len] == '/'))) {
+                        safe_close(dir_fd);
+                        dir_fd = fcntl(tree_fd, F_DUPFD_CLOEXEC, 3);
+                        if (dir_fd < 0)
+                                return -errno;
+                        dir_len = 0;
+                }
+                r = walk(&dir_fd, &dir_len, p, dir_len ? dir_len + 1 : 0, paths[i].rule, ret_reason);
+                if (r <= 0)
+                        return r;
+        }
+        return 1;
+}
+
+int layer_check(int tree_fd, const char *path, LayerRule rule, char **ret_reason) {
+        return layer_check_paths(tree_fd, &(const LayerPath) { path, rule }, 1, ret_reason);
 }
 
 int layer_check_root(int tree_fd, const char *as, const char *protected, char **ret_reason) {

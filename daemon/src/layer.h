@@ -17,6 +17,8 @@
  * read as absent (unit tests run unprivileged and cannot make them either).
  */
 
+#include <stddef.h>
+
 typedef enum LayerRule {
         LAYER_ABSENT,       /* nothing at this path: not a file, link, whiteout */
         LAYER_MERGED_DIR,   /* absent, or a plain directory merged with those below */
@@ -29,6 +31,19 @@ typedef enum LayerRule {
  * or a negative errno if the tree cannot be read.
  */
 int layer_check(int tree_fd, const char *path, LayerRule rule, char **ret_reason);
+
+typedef struct LayerPath {
+        const char *path;
+        LayerRule rule;
+} LayerPath;
+
+/*
+ * layer_check() of each path in turn; the first refusal or error ends it. A
+ * path below the directory the walk before it reached goes on from there:
+ * that directory and those above it passed as directories on the way, which
+ * is all they could be judged as for this path too.
+ */
+int layer_check_paths(int tree_fd, const LayerPath *paths, size_t n, char **ret_reason);
 
 /*
  * The root of a tree that is itself a layer of hierarchy as ("usr": a DDI's

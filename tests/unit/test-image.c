@@ -270,6 +270,51 @@ static void test_layers(void) {
                                cases[k].name, cases[k].path, tap_str(reason));
         }
 
+        /* Several paths, shared directories walked once: each path still judged in full. */
+        {
+                static const struct {
+                        const char *name;
+                        const char *second;     /* checked after usr/lib/os-release */
+                        const char *reason;     /* NULL: leaves the host alone */
+                } multi[] = {
+                        { "plain", "usr/lib/extension-release.d", NULL },
+                        { "rel-link", "usr/lib/extension-release.d", "ships /usr/lib/extension-release.d as a symlink" },
+                        { "osrel", "usr/lib/extension-release.d", "ships /usr/lib/os-release as a file" },
+                        /* Not below usr/lib: walked from the top, not looked up in usr/lib. */
+                        { "multi-etc", "etc/extension-release.d", "ships /etc as an opaque directory" },
+                        { "multi-libx", "usr/libx/extension-release.d", "ships /usr/libx as a symlink" },
+                        { "absent", "usr/lib/extension-release.d", NULL },
+                };
+
+                dir("layers/multi-etc/usr/lib");
+                dir("layers/multi-etc/etc");
+                p = path_join(root, "layers/multi-etc/etc");
+                tap_ok(setxattr(p, "user.overlay.opaque", "y", 1, 0) == 0, "user.overlay.opaque set on %s", p);
+                free(p);
+                dir("layers/multi-libx/usr/lib");
+                p = path_join(root, "layers/multi-libx/usr/libx");
+                (void) !symlink("lib", p);
+                free(p);
+                p = NULL;
+
+                for (size_t k = 0; k < ELEMENTSOF(multi); k++) {
+                        _cleanup_free_ char *t = path_join(root, "layers", multi[k].name), *reason = NULL;
+                        _cleanup_close_ int fd = open(t, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        int r = layer_check_paths(fd, (const LayerPath[]) {
+                                        { "usr/lib/os-release", LAYER_ABSENT },
+                                        { multi[k].second, LAYER_MERGED_DIR },
+                                }, 2, &reason);
+
+                        if (!multi[k].reason)
+                                tap_ok(r == 1, "layer %s, os-release then %s: leaves the host alone (%d, %s)",
+                                       multi[k].name, multi[k].second, r, tap_str(reason));
+                        else
+                                tap_ok(r == 0 && reason && strstr(reason, multi[k].reason),
+                                       "layer %s, os-release then %s: refused (%s)", multi[k].name, multi[k].second,
+                                       tap_str(reason));
+                }
+        }
+
         /* A DDI's usr partition is the /usr layer itself: its root counts. */
         {
                 _cleanup_free_ char *t = path_join(root, "layers/opaque/usr/lib"), *reason = NULL;
