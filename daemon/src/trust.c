@@ -161,7 +161,16 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
                         continue;
                 }
 
-                /* A symlink: it lives in a directory checked above; now its target. */
+                /* A symlink: it lives in a directory checked above. Whoever owns it could
+                 * replace it where others may add names (a sticky directory): only root's
+                 * is followed. Then its target. */
+                if (trust_refusal(&st, true, buf)) {
+                        char link[PATH_MAX];
+
+                        safe_close(fd);
+                        snprintf(link, sizeof(link), "%s%s%s", w.where, streq(w.where, "/") ? "" : "/", c);
+                        return refuse(&w, link, buf, ret_reason);
+                }
                 k = readlinkat(fd, "", target, sizeof(target) - 1);
                 r = k < 0 ? -errno : 0;
                 safe_close(fd);

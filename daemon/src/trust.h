@@ -14,7 +14,11 @@
  *   - every directory on the way to any of them, from "/" down, symlink
  *     targets included: owned by root, and not writable by group or others
  *     unless the sticky bit keeps them from renaming or removing root's
- *     entries (/tmp is fine on the way, a 0777 directory is not).
+ *     entries (/tmp is fine on the way, a 0777 directory is not);
+ *   - every symlink followed on the way: owned by root (in a sticky
+ *     directory its owner could swap it for a link to any of root's images,
+ *     and the kernel's protected_symlinks does not apply: tuck reads links
+ *     itself).
  *
  * Flatcar's /etc/extensions/NAME.raw -> /opt/extensions/NAME/NAME-V.raw
  * passes when /opt/extensions is root's. Paths are walked one component at

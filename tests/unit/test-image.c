@@ -386,6 +386,7 @@ static void test_trust_cache(void) {
                 { "trust/imgs//a.raw", TRUST_FILE },
                 { "trust/other/d.raw", TRUST_FILE },
                 { "trust/imgs/owned.raw", TRUST_FILE },      /* uid 1000 (as root) */
+                { "trust/imgs/their-link.raw", TRUST_FILE }, /* a symlink of uid 1000's (as root) to a.raw */
         };
         char *p;
         TrustCache cache = TRUST_CACHE_INIT;
@@ -412,6 +413,11 @@ static void test_trust_cache(void) {
         p = path_join(root, "trust/imgs/good-link.raw");
         (void) !symlink("../other/d.raw", p);
         free(p);
+        p = path_join(root, "trust/imgs/their-link.raw");
+        (void) !symlink("a.raw", p);
+        if (geteuid() == 0)
+                (void) !lchown(p, 1000, 1000);
+        free(p);
 
         for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
                 _cleanup_free_ char *path = path_join(root, cases[k].path);
@@ -426,6 +432,15 @@ static void test_trust_cache(void) {
                        "%s: cached as walked (%d, %s)", cases[k].path, r_c, why_c ?: res_c ?: "-");
                 if (r != r_c || !streq_ptr(why, why_c) || !streq_ptr(res, res_c))
                         tap_diag("walked: %d, '%s', '%s'", r, tap_str(why), tap_str(res));
+        }
+        if (geteuid() == 0) {
+                /* Its owner could swap it for a link to any image of root's: not followed. */
+                _cleanup_free_ char *path = path_join(root, "trust/imgs/their-link.raw"), *why = NULL;
+                int r = trust_check_path(path, TRUST_FILE, NULL, NULL, &why);
+
+                tap_ok(r == 0 && why &&
+                       strstr(why, "their-link.raw' is owned by uid 1000, not root"),
+                       "a symlink others own is not followed (%s)", tap_str(why));
         }
         p = path_join(root, "trust/other");
         tap_streq(cache.dir, p, "the cache holds the last directory walked");
