@@ -328,9 +328,28 @@ int image_fingerprint(Image *i) {
                                      (unsigned long) st.st_dev, (unsigned long) st.st_ino,
                                      (unsigned long) tree_hash);
         }
+        if (i->protection != IMAGE_PROTECTION_UNPROTECTED) {
+                _cleanup_free_ char *hash = hexmem(i->verity.root_hash, i->verity.root_hash_size);
+
+                if (!hash)
+                        return -ENOMEM;
+                return asprintf_safe(&i->fingerprint, "raw:%lx:%lu:%lld:%lld.%09ld:verity:%s",
+                                     (unsigned long) st.st_dev, (unsigned long) st.st_ino, (long long) st.st_size,
+                                     (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec, hash);
+        }
         return asprintf_safe(&i->fingerprint, "raw:%lx:%lu:%lld:%lld.%09ld",
                              (unsigned long) st.st_dev, (unsigned long) st.st_ino,
                              (long long) st.st_size, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+
+bool image_fingerprint_same_file(const char *a, const char *b) {
+        size_t la, lb;
+
+        if (!a || !b)
+                return false;
+        la = strstr(a, ":verity:") ? (size_t) (strstr(a, ":verity:") - a) : strlen(a);
+        lb = strstr(b, ":verity:") ? (size_t) (strstr(b, ":verity:") - b) : strlen(b);
+        return la == lb && memcmp(a, b, la) == 0;
 }
 
 int image_set_reason(Image *i, const char *fmt, ...) {

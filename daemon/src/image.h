@@ -134,8 +134,17 @@ int image_dissect(Image *i, const char *root, const char *arch);
 /* Refuses (0, with the reason) an image the class's ImagePolicy= does not allow; 1 if allowed. */
 int image_check_policy(Image *i, ImagePolicy policy);
 
-/* Fills i->fingerprint from stat data (and for directories, the whole tree's). */
+/*
+ * Fills i->fingerprint from stat data (and for directories, the whole
+ * tree's). An image mounted under dm-verity (image_dissect() first) adds
+ * its root hash: sidecars added, removed or replaced change how the same
+ * file is mounted, so its staged mount must not be reused for it, nor its
+ * layer taken as unchanged.
+ */
 int image_fingerprint(Image *i);
+
+/* Do two fingerprints name the same file (or tree), however it is mounted? */
+bool image_fingerprint_same_file(const char *a, const char *b);
 
 /*
  * Validates the image whose tree is open at tree_fd against the host and the

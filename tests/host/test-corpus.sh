@@ -209,6 +209,29 @@ check "a root hash sidecar others may write: refused, naming it" \
         grep -q "c-verity.roothash' is writable by others (mode 0666)" <<<"$(entry c-verity)"
 host_teardown
 
+# --- sidecars added to a staged image: mounted anew, never taken as verified ----------
+# The file stays the same; only how it must be mounted changes. The plain mount staged
+# before must not stand in for the dm-verity one, nor the layer count as unchanged:
+# here the image is mounted again with its root hash, which this kernel cannot.
+host_setup
+install_corpus c-verity
+mkdir -p "$ROOT/tmp/sidecars"
+mv "$ROOT/run/extensions/c-verity.roothash" "$ROOT/run/extensions/c-verity.verity" "$ROOT/tmp/sidecars/"
+out=$(tuck merge 2>&1) || true
+check "without its sidecars c-verity merges as a plain squashfs" \
+        test -f "$ROOT/usr/lib/extension-release.d/extension-release.c-verity"
+mv "$ROOT/tmp/sidecars/c-verity.roothash" "$ROOT/tmp/sidecars/c-verity.verity" "$ROOT/run/extensions/"
+LIST=$(tuck list 2>&1)
+diag "$(entry c-verity)"
+check "with them added, the plain mount staged before is not taken for a verified one" \
+        grep -q "verified against its root hash, but this kernel has no device-mapper" <<<"$(entry c-verity)"
+out=$(tuck refresh 2>&1) || true
+diag "$out"
+check "a refresh holds the plain layer back, saying why, rather than calling it unchanged" \
+        grep -q "/usr: held back: c-verity: .*no device-mapper.*c-verity 1 stays" <<<"$out"
+out=$(tuck unmerge 2>&1) && ok "unmerge" || not_ok "unmerge: $out"
+host_teardown
+
 # --- ImagePolicy=signed ------------------------------------------------------------
 host_setup
 for n in c-squashfs c-verity c-signed c-ddi-verity c-dir; do install_corpus "$n"; done

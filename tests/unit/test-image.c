@@ -449,6 +449,34 @@ static void test_trust_cache(void) {
         tap_ok(!cache.dir && cache.fd < 0, "the cache is let go");
 }
 
+/* A fingerprint names the file and, under dm-verity, the root hash it is mounted with. */
+static void test_fingerprint(void) {
+        uint8_t hash[32] = { 0xab, 0xcd };
+        _cleanup_free_ char *plain = NULL, *p = NULL;
+        Image i = { .class = IMAGE_SYSEXT, .type = IMAGE_TYPE_SQUASHFS };
+        int r;
+
+        put("fingerprint/a.raw", "a");
+        i.resolved = p = path_join(root, "fingerprint/a.raw");
+        r = image_fingerprint(&i);
+        tap_ok(r == 0 && startswith(i.fingerprint, "raw:") && !strstr(i.fingerprint, "verity"),
+               "a plain image: its file (%s)", tap_str(i.fingerprint));
+        plain = TAKE_PTR(i.fingerprint);
+        i.protection = IMAGE_PROTECTION_VERITY;
+        i.verity.root_hash = hash;
+        i.verity.root_hash_size = sizeof(hash);
+        r = image_fingerprint(&i);
+        tap_ok(r == 0 && startswith(i.fingerprint, plain) &&
+               endswith(i.fingerprint, ":verity:abcd000000000000000000000000000000000000000000000000000000000000"),
+               "under dm-verity: its file and root hash (%s)", tap_str(i.fingerprint));
+        tap_ok(!streq(plain, i.fingerprint), "so sidecars added to a staged file change its fingerprint");
+        tap_ok(image_fingerprint_same_file(plain, i.fingerprint) && image_fingerprint_same_file(i.fingerprint, plain),
+               "but it is the same file");
+        tap_ok(!image_fingerprint_same_file(plain, "raw:1:2:3:4.5") && !image_fingerprint_same_file(plain, NULL),
+               "another file is not");
+        free(i.fingerprint);
+}
+
 /* Which name a relaxed release file makes an image (issue 9): only one its file name carries. */
 static void test_identity(void) {
         static const struct {
@@ -625,6 +653,7 @@ int main(void) {
         test_layers();
         test_trust_rules();
         test_trust_cache();
+        test_fingerprint();
         if (asprintf_safe(&cmd, "rm -rf '%s'", root) == 0)
                 (void) !system(cmd);
         return tap_done();
