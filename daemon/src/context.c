@@ -59,6 +59,40 @@ int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
         return 0;
 }
 
+static bool same_place(const struct statx *a, const struct statx *b) {
+        return a->stx_dev_major == b->stx_dev_major && a->stx_dev_minor == b->stx_dev_minor &&
+                a->stx_ino == b->stx_ino &&
+                (!(a->stx_mask & b->stx_mask & STATX_MNT_ID) || a->stx_mnt_id == b->stx_mnt_id);
+}
+
+/*
+ * Is name (the fd's, from /proc/self/fd) right: below the root, leading to
+ * the mount and inode the fd is on, while path still resolves to them too?
+ * 0 if not (something moved meanwhile).
+ */
+static int name_is_fd(const TuckContext *c, int root_fd, const char *path, int fd, const char *name) {
+        const char *rest = startswith(name, c->root);
+        _cleanup_close_ int again = -EBADF;
+        struct statx a, b;
+
+        if (!streq(c->root, "/") && (!rest || (*rest != '/' && *rest != 0)))
+                return 0;   /* moved out from below the root */
+        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_MNT_ID, &a) < 0)
+                return -errno;
+        if (statx(AT_FDCWD, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
+                  STATX_INO | STATX_MNT_ID, &b) < 0)
+                return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;   /* gone meanwhile */
+        if (!same_place(&a, &b))
+                return 0;
+        /* A top moved elsewhere (not detached) is named right, but is not the hierarchy's any more. */
+        again = openat_in_root(root_fd, path, O_PATH | O_DIRECTORY);
+        if (again < 0)
+                return again == -ENOENT || again == -EXDEV || again == -EAGAIN ? 0 : again;
+        if (statx(again, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_MNT_ID, &b) < 0)
+                return -errno;
+        return same_place(&a, &b);
+}
+
 /*
  * Where hierarchy @path is mounted: below the root with symlinks resolved
  * inside it, as systemd-sysext's chase() does (ostree and Fedora CoreOS have
@@ -73,16 +107,17 @@ static int hierarchy_resolve(const TuckContext *c, int root_fd, const char *path
         for (unsigned attempt = 0; attempt < 8; attempt++) {
                 _cleanup_close_ int fd = -EBADF;
                 char proc[64], buf[PATH_MAX];
-                struct stat a, b;
                 ssize_t n;
+                int r;
 
                 fd = openat_in_root(root_fd, path, O_PATH | O_DIRECTORY);
                 if (fd == -ENOENT) {
                         *ret = context_path(c, path);
                         return *ret ? 0 : -ENOMEM;
                 }
-                /* The same race seen by openat2(): the mount it ended on left the root. */
-                if (fd == -EXDEV)
+                /* The same race seen by openat2(): the mount it ended on left the root
+                 * (EXDEV), or a ".." met a rename or mount elsewhere (EAGAIN). */
+                if (fd == -EXDEV || fd == -EAGAIN)
                         continue;
                 if (fd < 0)
                         return fd;
@@ -93,9 +128,10 @@ static int hierarchy_resolve(const TuckContext *c, int root_fd, const char *path
                 if ((size_t) n >= sizeof(buf) - 1)
                         return -ENAMETOOLONG;
                 buf[n] = 0;
-                if (fstat(fd, &a) < 0)
-                        return -errno;
-                if (stat(buf, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+                r = name_is_fd(c, root_fd, path, fd, buf);
+                if (r < 0)
+                        return r;
+                if (r == 0)
                         continue;
                 *ret = strdup(buf);
                 return *ret ? 0 : -ENOMEM;

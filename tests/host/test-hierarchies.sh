@@ -134,22 +134,45 @@ expect_eq "nothing was mounted by the refused calls" "$(host_mountinfo)" "$befor
 # mounts a tmpfs on /usr and detaches it as fast as it can; every status must
 # name $ROOT/usr, or say it could not resolve it (never another path).
 conf '[Sysext]' 'Hierarchies=/usr'
-python3 - "$ROOT/usr" "$ROOT/tmp/flip.stop" <<'PY' &
+# flip MODE CALLS: "detach" mounts a tmpfs on /usr and detaches it; "move" moves one
+# between /usr and /usr/park below it (a top moved elsewhere is named right, but is no
+# longer /usr's). It moves it by fds, on a private tmpfs of its own: a mount whose
+# parent is shared (the test's root) cannot be moved.
+flip() {
+        local mode=$1 calls=$2 wrong=0 right=0 busy=0 flipper out path
+        rm -f "$ROOT/tmp/flip.stop"
+        python3 - "$mode" "$ROOT/usr" "$ROOT/tmp/flip.stop" <<'PY' &
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
-target, stop = sys.argv[1].encode(), sys.argv[2]
+mode, target, stop = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
+MS_PRIVATE, MNT_DETACH = 1 << 18, 2
+SYS_move_mount, F_EMPTY, T_EMPTY = 429, 0x4, 0x40
+def move(src, dst):
+    return libc.syscall(SYS_move_mount, src, b"", dst, b"", F_EMPTY | T_EMPTY)
 n = 0
+if mode == "move":
+    libc.mount(b"tuck-flip-base", target, b"tmpfs", 0, None)
+    libc.mount(None, target, None, MS_PRIVATE, None)
+    os.mkdir(target + b"/park")
+    base, park = os.open(target, os.O_PATH), os.open(target + b"/park", os.O_PATH)
+    libc.mount(b"tuck-flip", target, b"tmpfs", 0, None)
+    top = os.open(target, os.O_PATH)
 while not os.path.exists(stop):
-    if libc.mount(b"tuck-flip", target, b"tmpfs", 0, None) == 0:
-        libc.umount2(target, 2)   # MNT_DETACH
+    if mode == "detach":
+        if libc.mount(b"tuck-flip", target, b"tmpfs", 0, None) == 0:
+            libc.umount2(target, MNT_DETACH)
+            n += 1
+    elif move(top, park) == 0 and move(top, base) == 0:
         n += 1
+if mode == "move":
+    libc.umount2(target, MNT_DETACH)
+    libc.umount2(target, MNT_DETACH)
 print(n, file=open(stop + ".count", "w"))
 PY
-flipper=$!
-wrong=0 right=0 busy=0
-for ((i = 0; i < 100; i++)); do
-        out=$(tuck status --json=short 2>&1) || true
-        path=$(python3 -c '
+        flipper=$!
+        for ((i = 0; i < calls; i++)); do
+                out=$(tuck status --json=short 2>&1) || true
+                path=$(python3 -c '
 import json, sys
 try:
     for h in json.loads(sys.argv[1]):
@@ -157,18 +180,21 @@ try:
             print(h["path"])
 except Exception:
     pass' "$out")
-        if [[ $path == "$ROOT/usr" ]]; then
-                right=$((right + 1))
-        elif grep -q "cannot resolve hierarchy /usr below .*Resource temporarily unavailable" <<<"$out"; then
-                busy=$((busy + 1))
-        else
-                wrong=$((wrong + 1))
-                ((wrong > 3)) || diag "status named /usr '$path': $out"
-        fi
-done
-touch "$ROOT/tmp/flip.stop"
-wait "$flipper"
-diag "100 status calls while the top was replaced $(cat "$ROOT/tmp/flip.stop.count") times: $right named $ROOT/usr, $busy could not resolve it"
-expect_eq "no status named another path for /usr" "$wrong" 0
-expect_eq "the loop left nothing mounted" "$(host_mountinfo)" "$before"
+                if [[ $path == "$ROOT/usr" ]]; then
+                        right=$((right + 1))
+                elif grep -q "cannot resolve hierarchy /usr below .*Resource temporarily unavailable" <<<"$out"; then
+                        busy=$((busy + 1))
+                else
+                        wrong=$((wrong + 1))
+                        ((wrong > 3)) || diag "status named /usr '$path': $out"
+                fi
+        done
+        touch "$ROOT/tmp/flip.stop"
+        wait "$flipper"
+        diag "$mode: $calls status calls while the top moved $(cat "$ROOT/tmp/flip.stop.count") times: $right named $ROOT/usr, $busy could not resolve it"
+        expect_eq "$mode: no status named another path for /usr" "$wrong" 0
+        expect_eq "$mode: the loop left nothing mounted" "$(host_mountinfo)" "$before"
+}
+flip detach 100
+flip move 50
 tap_done
