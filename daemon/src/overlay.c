@@ -116,16 +116,24 @@ static int mount_raw_detached(Image *i, uint64_t attr, int *ret_fd, char **ret_l
         return 0;
 }
 
-static int mount_dir_detached(const Image *i, uint64_t attr, int *ret_fd) {
+static int mount_dir_detached(const Image *i, uint64_t attr, int *ret_fd, char **ret_reason) {
         _cleanup_close_ int fd = -EBADF;
         struct mount_attr a = {
                 .attr_set = attr,
                 .propagation = MS_PRIVATE,
         };
+        struct stat st;
 
         fd = open_tree(AT_FDCWD, i->resolved, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (fd < 0)
                 return -errno;
+        /* What is cloned must be the directory the trust check walked, as for a file. */
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (i->checked_ino != 0 && (st.st_dev != i->checked_dev || st.st_ino != i->checked_ino)) {
+                (void) asprintf_safe(ret_reason, "'%s' was replaced while being inspected", i->resolved);
+                return -ESTALE;
+        }
         if (mount_setattr(fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
                 return -errno;
         *ret_fd = TAKE_FD(fd);
@@ -138,7 +146,7 @@ int image_mount_detached(Image *i, int *ret_fd, char **ret_loop, char **ret_reas
         *ret_loop = NULL;
         switch (i->type) {
         case IMAGE_TYPE_DIRECTORY:
-                return mount_dir_detached(i, attr, ret_fd);
+                return mount_dir_detached(i, attr, ret_fd, ret_reason);
         case IMAGE_TYPE_SQUASHFS:
         case IMAGE_TYPE_EROFS:
         case IMAGE_TYPE_GPT:

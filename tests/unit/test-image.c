@@ -7,8 +7,10 @@
  */
 
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "config.h"
 #include "nsscan.h"
 #include "image.h"
+#include "overlay.h"
 #include "layer.h"
 #include "trust.h"
 #include "tap.h"
@@ -477,6 +480,39 @@ static void test_fingerprint(void) {
         free(i.fingerprint);
 }
 
+/* A directory image is mounted only if it is still the directory the trust check walked. */
+static void test_dir_replaced(void) {
+        _cleanup_free_ char *a = path_join(root, "replaced/a"), *b = path_join(root, "replaced/b");
+        struct stat st_a, st_b;
+
+        if (geteuid() != 0) {
+                tap_diag("not root: open_tree() of a directory image not tried");
+                return;
+        }
+        /* Privileged: in a mount namespace of its own, although a detached clone touches no table. */
+        tap_ok(unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0,
+               "a private mount namespace");
+        dir("replaced/a");
+        dir("replaced/b");
+        tap_ok(stat(a, &st_a) == 0 && stat(b, &st_b) == 0, "two directories");
+        for (unsigned k = 0; k < 2; k++) {
+                _cleanup_free_ char *reason = NULL, *loop = NULL;
+                Image i = {
+                        .class = IMAGE_SYSEXT, .type = IMAGE_TYPE_DIRECTORY, .resolved = a,
+                        .checked_dev = k ? st_b.st_dev : st_a.st_dev, .checked_ino = k ? st_b.st_ino : st_a.st_ino,
+                };
+                int fd = -EBADF, r;
+
+                r = image_mount_detached(&i, &fd, &loop, &reason);
+                if (k == 0)
+                        tap_ok(r == 0 && fd >= 0, "the directory checked is mounted (%d)", r);
+                else
+                        tap_ok(r == -ESTALE && reason && strstr(reason, "was replaced while being inspected"),
+                               "another one at its path is not (%d, %s)", r, tap_str(reason));
+                safe_close(fd);
+        }
+}
+
 /* Which name a relaxed release file makes an image (issue 9): only one its file name carries. */
 static void test_identity(void) {
         static const struct {
@@ -654,6 +690,7 @@ int main(void) {
         test_trust_rules();
         test_trust_cache();
         test_fingerprint();
+        test_dir_replaced();
         if (asprintf_safe(&cmd, "rm -rf '%s'", root) == 0)
                 (void) !system(cmd);
         return tap_done();
