@@ -282,7 +282,10 @@ int images_discover(const char *root, ImageClass c, char * const *search_dirs,
                 r = trust_check_path(path, TRUST_SEARCH_DIR, NULL, &resolved, &untrusted);
                 if (r < 0)
                         log_debug_errno(r, "Cannot check who may write '%s', refusing its images: %m", path);
-                if (r < 0 && !untrusted && asprintf_safe(&untrusted, "cannot be checked: %s", strerror(-r)) < 0) {
+                if (r < 0 && !untrusted)
+                        (void) asprintf_safe(&untrusted, "cannot be checked: %s", strerror(-r));
+                /* Refused, or not checked, and no words for it (out of memory): never taken as trusted. */
+                if (r <= 0 && !untrusted) {
                         r = -ENOMEM;
                         goto fail;
                 }

@@ -238,14 +238,14 @@ int trust_check_path_cached(TrustCache *cache, const char *path, TrustKind kind,
         /* Only a name right in the cached directory; anything else is walked in full. */
         if (!name || name[0] != '/' || !name_is_plain(++name))
                 return walk_path(path, kind, ret_st, ret_resolved, ret_reason, cache);
+        /* A symlink's target is walked from "/"; so is a name the cached directory no longer
+         * gives (it may have been replaced meanwhile): the full walk finds what is there now. */
         fd = openat(cache->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        /* A symlink: its target is walked from "/". */
-        if (S_ISLNK(st.st_mode))
+        if (fd < 0 || fstat(fd, &st) < 0 || S_ISLNK(st.st_mode)) {
+                if (fd < 0)
+                        trust_cache_done(cache);
                 return walk_path(path, kind, ret_st, ret_resolved, ret_reason, cache);
+        }
         why = end_refusal(&st, kind, buf);
         if (why)
                 return refuse_via("", path, why, ret_reason);

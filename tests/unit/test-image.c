@@ -448,6 +448,18 @@ static void test_trust_cache(void) {
         p = path_join(root, "trust/other");
         tap_streq(cache.dir, p, "the cache holds the last directory walked");
         free(p);
+        {
+                /* That directory removed and made anew: its name is walked again, not refused. */
+                _cleanup_free_ char *d = path_join(root, "trust/other/d.raw"), *o = path_join(root, "trust/other");
+                _cleanup_free_ char *res = NULL, *why = NULL;
+                int r;
+
+                tap_ok(unlink(d) == 0 && rmdir(o) == 0, "trust/other removed");
+                put("trust/other/d.raw", "d");
+                r = trust_check_path_cached(&cache, d, TRUST_FILE, NULL, &res, &why);
+                tap_ok(r == 1 && streq_ptr(res, d), "and made anew: trusted, walked again (%d, %s)", r,
+                       tap_str(why ?: res));
+        }
         trust_cache_done(&cache);
         tap_ok(!cache.dir && cache.fd < 0, "the cache is let go");
 }
