@@ -40,7 +40,10 @@ typedef struct Staging {
 int staging_open(const char *run_dir, Staging *ret);
 void staging_close(Staging *s);
 
-/* Enter and leave. Leaving restores our root and working directory exactly. */
+/*
+ * Enter and leave. Leaving restores our root and working directory exactly;
+ * if it cannot, the process stops (abort()) rather than go on inside.
+ */
 int staging_enter(Staging *s);
 int staging_leave(Staging *s);
 

@@ -238,6 +238,18 @@ out=$(tuck refresh 2>&1)
 check "the next refresh works" grep -q '^/usr: refreshed, generation 1 -> 2' <<<"$out"
 expect_eq "and cleans up what the crash left (staging mounts back to $normal)" "$(staging_mounts)" "$normal"
 
+# --- tuck cannot leave the staging namespace ---------------------------------------
+# Staying inside, every later step would take the staging namespace's mounts for the
+# host's. chroot() only runs on the way out (back to the root tuck came from): failing
+# it, tuckctl stops at once (SIGABRT: 134), naming why, before anything changed.
+install_img "$(mkimg foo 2.2 sysext C)" foo
+fails_unchanged "leaving the staging namespace fails (chroot EIO injected)" 134 \
+        "Cannot leave the staging namespace: Input/output error; stopping here" \
+        "$TUCK_FAULT" --fail=chroot:EIO -- "$TUCKCTL" --root="$ROOT" refresh
+out=$(tuck refresh 2>&1)
+check "the next refresh works" grep -q '^/usr: refreshed, generation 2 -> 3' <<<"$out"
+expect_eq "and leaves the usual staging mounts ($normal)" "$(staging_mounts)" "$normal"
+
 # --- a swap stopped between its two halves ----------------------------------------
 # The unmount of the old top (MNT_DETACH|UMOUNT_NOFOLLOW) fails right after
 # the new overlay was moved beneath it, as if tuckctl had been killed there
