@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -46,15 +48,21 @@ static const char *what_is(const struct stat *st) {
  * Could fd carry an overlay xattr at all? One flistxattr() answers for the
  * six lookups (three names, two namespaces) of nearly every directory: the
  * list shows what fgetxattr() could read, trusted.* only to CAP_SYS_ADMIN in
- * both. A list that does not fit, or cannot be had, is "maybe".
+ * both. A list that does not fit, or cannot be had, is "maybe". ENOTSUP
+ * means "none" only on squashfs and erofs, which refuse getting as they
+ * refuse listing when built without xattrs (as images mostly are); FUSE
+ * answers ENOTSUP to a list its server does not implement while getting
+ * still works, and overlayfs only ever gets.
  */
 static bool may_have_overlay_xattrs(int fd) {
         char list[1024 + 1];
+        struct statfs sf;
         ssize_t n;
 
         n = flistxattr(fd, list, sizeof(list) - 1);
         if (n < 0)
-                return errno != ENOTSUP;
+                return errno != ENOTSUP || fstatfs(fd, &sf) < 0 ||
+                        ((uint32_t) sf.f_type != SQUASHFS_MAGIC && (uint32_t) sf.f_type != EROFS_SUPER_MAGIC_V1);
         list[n] = 0;   /* the last name ends in its own NUL; this only bounds a broken one */
         for (const char *k = list; k < list + n; k += strnlen(k, list + n - k) + 1)
                 for (size_t i = 0; i < ELEMENTSOF(overlay_prefixes); i++)

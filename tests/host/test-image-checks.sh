@@ -168,6 +168,34 @@ check "after the merge the host's os-release is still there" test -f "$ROOT/usr/
 out=$(tuck refresh 2>&1) && ok "and the next refresh still reads it" || not_ok "and the next refresh still reads it: $out"
 host_teardown
 
+# --- a directory image on FUSE that cannot list xattrs, but can get them ------------
+# A FUSE server without LISTXATTR makes listxattr() fail with ENOTSUP while getxattr()
+# still answers, and overlayfs only ever gets: there the failed list is no "none".
+# (squashfs and erofs, which refuse both alike when built without xattrs, are where it is.)
+host_setup
+mkdir -p "$ROOT/run/extensions/fz"
+: >"$LOGS/fuse.out"
+"$TUCK_FUSE" --answer=1000000 --dir=usr --xattr=trusted.overlay.opaque=y "$ROOT/run/extensions/fz" \
+        >>"$LOGS/fuse.out" 2>&1 &
+for ((i = 0; i < 200; i++)); do grep -q '^ready ' "$LOGS/fuse.out" && break; sleep 0.05; done
+check "a FUSE file system with one directory, usr, is up" grep -q '^ready ' "$LOGS/fuse.out"
+check "listing usr's xattrs fails with ENOTSUP" python3 -c '
+import errno, os, sys
+try:
+    os.listxattr(sys.argv[1])
+except OSError as e:
+    sys.exit(e.errno != errno.EOPNOTSUPP)
+sys.exit(1)' "$ROOT/run/extensions/fz/usr"
+check "getting trusted.overlay.opaque gives y" python3 -c '
+import os, sys
+sys.exit(os.getxattr(sys.argv[1], "trusted.overlay.opaque") != b"y")' "$ROOT/run/extensions/fz/usr"
+LIST=$(tuck list 2>&1)
+diag "$(entry extensions/fz)"
+refused "extensions/fz" "ships /usr as an opaque directory" \
+        "an opaque /usr on FUSE that cannot list xattrs is refused"
+kill $(awk '/^ready / { print $2 }' "$LOGS/fuse.out") 2>/dev/null || true
+host_teardown
+
 # --- the trust model -------------------------------------------------------------
 host_setup
 t=$(tree good)

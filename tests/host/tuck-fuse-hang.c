@@ -3,9 +3,10 @@
 /*
  * tuck-fuse-hang: a FUSE file system that stops answering, for the tests of
  * the bounded scan (tuckd-hostile.sh, stale-pidfd.sh). Raw /dev/fuse, no
- * libfuse: a handful of requests, answered as an empty directory would be.
+ * libfuse: a handful of requests, answered as an empty directory would be
+ * (or one holding the directory of --dir).
  *
- *   tuck-fuse-hang [--answer=N] [--hold=inside] [--dir=NAME --bind=PATH] DIR
+ *   tuck-fuse-hang [--answer=N] [--hold=inside] [--dir=NAME [--bind=PATH] [--xattr=NAME=VALUE]] DIR
  *
  * Mounts an empty FUSE file system on DIR (in the caller's mount namespace:
  * start it in one of its own), starts a process whose root is that file
@@ -25,9 +26,13 @@
  * clone of PATH (taken before its chroot) onto /NAME, as a container's own
  * bind of the host's /usr. --hold=inside: the request held is the first
  * LOOKUP from a process in the container's mount namespace (someone who
- * entered it: a heal), not from anyone else.
+ * entered it: a heal), not from anyone else. --xattr=NAME=VALUE: the
+ * directory NAME has that one extended attribute (any other reads as absent),
+ * while listing them stays unimplemented (ENOSYS): the kernel then answers
+ * listxattr() with ENOTSUP and getxattr() with the value.
  */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -49,7 +54,7 @@
 #define BUFSIZE (FUSE_MIN_READ_BUFFER + 1024 * 1024)
 
 static int fuse_fd = -1;
-static const char *arg_dir, *arg_bind;
+static const char *arg_dir, *arg_bind, *arg_xattr_name, *arg_xattr_value;
 #define DIR_ID 2
 
 static void reply(uint64_t unique, int error, const void *arg, size_t size) {
@@ -111,7 +116,24 @@ static bool answer(const struct fuse_in_header *in, const void *arg) {
                 reply(in->unique, 0, &o, sizeof(o));
                 return true;
         }
-        case FUSE_READDIR:
+        case FUSE_READDIR: {
+                /* The root lists the directory of --dir (once: from offset 0), anything else is empty. */
+                const struct fuse_read_in *r = arg;
+                char out[FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + NAME_MAX)] = {};
+                struct fuse_dirent *d = (struct fuse_dirent *) out;
+                size_t len;
+
+                if (!arg_dir || in->nodeid != FUSE_ROOT_ID || r->offset > 0) {
+                        reply(in->unique, 0, NULL, 0);
+                        return true;
+                }
+                len = strlen(arg_dir);
+                *d = (struct fuse_dirent) { .ino = DIR_ID, .off = 1, .namelen = (uint32_t) len, .type = DT_DIR };
+                memcpy(d->name, arg_dir, len);
+                len = FUSE_DIRENT_SIZE(d);
+                reply(in->unique, 0, out, len <= r->size ? len : 0);
+                return true;
+        }
         case FUSE_RELEASEDIR:
         case FUSE_FLUSH:
                 reply(in->unique, 0, NULL, 0);
@@ -126,6 +148,24 @@ static bool answer(const struct fuse_in_header *in, const void *arg) {
                 } else
                         reply(in->unique, -ENOENT, NULL, 0);
                 return true;
+        case FUSE_GETXATTR: {
+                const struct fuse_getxattr_in *g = arg;
+                size_t len = arg_xattr_value ? strlen(arg_xattr_value) : 0;
+
+                if (!arg_xattr_name)
+                        reply(in->unique, -ENOSYS, NULL, 0);
+                else if (in->nodeid != DIR_ID || strcmp((const char *) (g + 1), arg_xattr_name) != 0)
+                        reply(in->unique, -ENODATA, NULL, 0);
+                else if (g->size == 0) {
+                        struct fuse_getxattr_out o = { .size = (uint32_t) len };
+
+                        reply(in->unique, 0, &o, sizeof(o));
+                } else if (g->size < len)
+                        reply(in->unique, -ERANGE, NULL, 0);
+                else
+                        reply(in->unique, 0, arg_xattr_value, len);
+                return true;
+        }
         case FUSE_FORGET:
         case FUSE_BATCH_FORGET:
         case FUSE_INTERRUPT:
@@ -229,10 +269,18 @@ int main(int argc, char *argv[]) {
                         arg_dir = argv[i] + 6;
                 else if (strncmp(argv[i], "--bind=", 7) == 0)
                         arg_bind = argv[i] + 7;
+                else if (strncmp(argv[i], "--xattr=", 8) == 0 && strchr(argv[i] + 8, '=')) {
+                        char *eq = strchr(argv[i] + 8, '=');
+
+                        *eq = 0;
+                        arg_xattr_name = argv[i] + 8;
+                        arg_xattr_value = eq + 1;
+                }
                 else
                         dir = argv[i];
-        if (!dir || (arg_bind && !arg_dir)) {
-                fprintf(stderr, "usage: %s [--answer=N] [--hold=inside] [--dir=NAME --bind=PATH] DIR\n", argv[0]);
+        if (!dir || ((arg_bind || arg_xattr_name) && !arg_dir)) {
+                fprintf(stderr, "usage: %s [--answer=N] [--hold=inside] [--dir=NAME [--bind=PATH] [--xattr=NAME=VALUE]] DIR\n",
+                        argv[0]);
                 return 2;
         }
 
