@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "env-file.h"
+#include "image.h"
 #include "log.h"
 #include "reload.h"
 #include "util.h"
@@ -142,7 +143,10 @@ int manager_request_add_swap(ManagerRequest *m, const Generation *old, const Gen
         for (size_t i = 0; i < new->n_layers; i++) {
                 const Layer *l = &new->layers[i], *was = find_layer(old, l->name);
 
-                if (was ? streq_ptr(was->fingerprint, l->fingerprint) : strv_contains(preserved, l->name))
+                /* Restarts follow the content: the same file mounted another way (dm-verity
+                 * sidecars added or removed) holds the same files. */
+                if (was ? image_fingerprint_same_file(was->fingerprint, l->fingerprint) :
+                    strv_contains(preserved, l->name))
                         continue;
                 r = add_layer(m, l);
                 if (r < 0)

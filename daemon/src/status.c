@@ -136,9 +136,9 @@ static char **image_active_in(const ImageList *l, const Image *img, const Layer 
                 const Generation *g = &l->generations[i];
 
                 for (size_t k = 0; g->merged && k < g->n_layers; k++)
-                        /* Unprivileged, an image is not dissected: its file is all there is to match. */
+                        /* Unprivileged, no image is dissected: its file is all there is to match. */
                         if (g->class == img->class && img->fingerprint &&
-                            (img->inspected ? streq_ptr(g->layers[k].fingerprint, img->fingerprint) :
+                            (l->inspected ? streq_ptr(g->layers[k].fingerprint, img->fingerprint) :
                              image_fingerprint_same_file(g->layers[k].fingerprint, img->fingerprint))) {
                                 (void) strv_extend(&where, g->hierarchy);
                                 if (ret_layer)

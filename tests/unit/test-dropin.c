@@ -167,6 +167,27 @@ static void test_swaps(void) {
 
         generation_done(&old);
         generation_done(&new);
+
+        /* The same file, now mounted under dm-verity (sidecars added): the same content, no restart. */
+        generation_with(&old, (Layer[]) {
+                layer("v", "raw:fe00:12:4096:17.5", "EXTENSION_RESTART_UNITS=v.service"),
+        }, 1);
+        generation_with(&new, (Layer[]) {
+                layer("v", "raw:fe00:12:4096:17.5:verity:abcd", "EXTENSION_RESTART_UNITS=v.service"),
+        }, 1);
+        tap_ok(manager_request_add_swap(&m, &old, &new, NULL) >= 0, "sidecars added to an image");
+        expect_request(&m, false, "", "", "", "the same file under dm-verity restarts nothing");
+        manager_request_done(&m);
+        generation_done(&old);
+        generation_done(&new);
+        /* Another file is another image. */
+        generation_with(&old, (Layer[]) { layer("v", "raw:fe00:12:4096:17.5", "EXTENSION_RESTART_UNITS=v.service") }, 1);
+        generation_with(&new, (Layer[]) { layer("v", "raw:fe00:13:4096:18.5", "EXTENSION_RESTART_UNITS=v.service") }, 1);
+        tap_ok(manager_request_add_swap(&m, &old, &new, NULL) >= 0, "a new image file");
+        expect_request(&m, true, "v", "v.service", "", "a new file restarts its units");
+        manager_request_done(&m);
+        generation_done(&old);
+        generation_done(&new);
 }
 
 int main(void) {
