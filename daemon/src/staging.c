@@ -252,15 +252,22 @@ int staging_leave(Staging *s) {
         if (!s->inside)
                 return 0;
         /* setns() resets root and cwd to the namespace's; put back exactly what we had.
-         * Failing that, every later step would take the staging namespace's mounts for
-         * the host's, with root privileges: there is no safe way on, so stop here. (The
-         * next run detaches what this one staged: staging_detach_orphans().) */
-        if (setns(s->host_ns_fd, CLONE_NEWNS) < 0 ||
-            fchdir(s->host_root_fd) < 0 || chroot(".") < 0 || fchdir(s->host_cwd_fd) < 0) {
+         * Without our namespace and root, every later step would take the staging
+         * namespace's mounts for the host's, with root privileges: there is no safe way
+         * on, so stop here. (The next run detaches what this one staged:
+         * staging_detach_orphans().) */
+        if (setns(s->host_ns_fd, CLONE_NEWNS) < 0 || fchdir(s->host_root_fd) < 0 || chroot(".") < 0) {
                 log_error_errno(errno, "Cannot leave the staging namespace: %m; stopping here.");
                 abort();
         }
         s->inside = false;
+        /* The working directory only matters to the caller's relative paths (tuck uses none):
+         * one it may no longer enter (a root-squashed NFS, someone's FUSE) is no reason to stop. */
+        if (fchdir(s->host_cwd_fd) < 0) {
+                log_warning_errno(errno, "Cannot return to the working directory: %m; working in / instead.");
+                if (chdir("/") < 0)
+                        return -errno;
+        }
         return 0;
 }
 

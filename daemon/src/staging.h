@@ -41,8 +41,10 @@ int staging_open(const char *run_dir, Staging *ret);
 void staging_close(Staging *s);
 
 /*
- * Enter and leave. Leaving restores our root and working directory exactly;
- * if it cannot, the process stops (abort()) rather than go on inside.
+ * Enter and leave. Leaving restores our namespace, root and working
+ * directory exactly; if it cannot get the first two back, the process stops
+ * (abort()) rather than go on inside, and if only the working directory is
+ * gone, it works in "/".
  */
 int staging_enter(Staging *s);
 int staging_leave(Staging *s);

@@ -250,6 +250,28 @@ out=$(tuck refresh 2>&1)
 check "the next refresh works" grep -q '^/usr: refreshed, generation 2 -> 3' <<<"$out"
 expect_eq "and leaves the usual staging mounts ($normal)" "$(staging_mounts)" "$normal"
 
+# --- a working directory root can no longer enter ----------------------------------
+# On the way back from the staging namespace tuck returns to the caller's working
+# directory. One root may not enter (a root-squashed NFS, someone's FUSE; here a FUSE
+# server that refuses ACCESS from SIGUSR2 on) is no reason to stop: tuck works in "/".
+mkdir -p "$ROOT/tmp/fusecwd"
+: >"$LOGS/fuse.out"
+"$TUCK_FUSE" --answer=1000000 "$ROOT/tmp/fusecwd" >>"$LOGS/fuse.out" 2>&1 &
+fuse=$!
+for ((i = 0; i < 200; i++)); do grep -q '^ready ' "$LOGS/fuse.out" && break; sleep 0.05; done
+install_img "$(mkimg foo 2.3 sysext D)" foo
+rc=0
+out=$(cd "$ROOT/tmp/fusecwd" && kill -USR2 $fuse &&
+        for ((i = 0; i < 200; i++)); do grep -q '^access denied' "$LOGS/fuse.out" && break; sleep 0.05; done &&
+        "$TUCKCTL" --root="$ROOT" refresh 2>&1) || rc=$?
+diag "$out"
+expect_eq "a working directory root cannot enter again: exit status" "$rc" 0
+check "it says so and works in /" \
+        grep -q "Cannot return to the working directory: Permission denied; working in / instead" <<<"$out"
+check "and the refresh is done" grep -q '^/usr: refreshed, generation 3 -> 4' <<<"$out"
+kill $(awk '/^ready / { print $2 }' "$LOGS/fuse.out") $fuse 2>/dev/null || true
+wait $fuse 2>/dev/null || true
+
 # --- a swap stopped between its two halves ----------------------------------------
 # The unmount of the old top (MNT_DETACH|UMOUNT_NOFOLLOW) fails right after
 # the new overlay was moved beneath it, as if tuckctl had been killed there

@@ -19,7 +19,9 @@
  * (fs/fuse/dev.c request_wait_answer()). SIGUSR1 answers what it holds
  * (LOOKUP: ENOENT) and every request after it, and prints "released".
  * SIGTERM ends the server: closing /dev/fuse aborts the connection, and
- * every waiter wakes with ENOTCONN.
+ * every waiter wakes with ENOTCONN. SIGUSR2 toggles refusing ACCESS
+ * requests (EACCES), which the kernel asks for chdir() even by root: a
+ * working directory root can no longer enter, as on a root-squashed NFS.
  *
  * --dir=NAME: the root holds one directory, NAME, looked up afresh each
  * time (no entry is valid for any time); --bind=PATH: the container binds a
@@ -55,6 +57,7 @@
 
 static int fuse_fd = -1;
 static const char *arg_dir, *arg_bind, *arg_xattr_name, *arg_xattr_value;
+static bool deny_access;
 #define DIR_ID 2
 
 static void reply(uint64_t unique, int error, const void *arg, size_t size) {
@@ -166,6 +169,10 @@ static bool answer(const struct fuse_in_header *in, const void *arg) {
                         reply(in->unique, 0, arg_xattr_value, len);
                 return true;
         }
+        case FUSE_ACCESS:
+                /* Answered (not ENOSYS, which would stop the kernel asking): SIGUSR2 toggles a refusal. */
+                reply(in->unique, deny_access ? -EACCES : 0, NULL, 0);
+                return true;
         case FUSE_FORGET:
         case FUSE_BATCH_FORGET:
         case FUSE_INTERRUPT:
@@ -286,6 +293,7 @@ int main(int argc, char *argv[]) {
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGUSR1);
+        sigaddset(&mask, SIGUSR2);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigprocmask(SIG_BLOCK, &mask, NULL);
@@ -313,6 +321,11 @@ int main(int argc, char *argv[]) {
 
                         if (read(sig_fd, &si, sizeof(si)) != sizeof(si))
                                 continue;
+                        if (si.ssi_signo == SIGUSR2) {
+                                deny_access = !deny_access;
+                                printf("access %s\n", deny_access ? "denied" : "allowed");
+                                continue;
+                        }
                         if (si.ssi_signo != SIGUSR1)
                                 return 0;       /* exit closes /dev/fuse: the connection aborts */
                         for (unsigned i = 0; i < n_held; i++) {
