@@ -99,6 +99,7 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
         _cleanup_(walk_done) Walk w = { .where = "/" };
         _cleanup_free_ char *todo = strdup(path);
         unsigned links = 0;
+        bool others_add;
         const char *rest, *why;
         struct stat st;
         char buf[64];
@@ -142,6 +143,8 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
                         continue;
                 }
 
+                /* Passed as on the way: writable by others only if sticky. */
+                others_add = st.st_mode & (S_IWGRP | S_IWOTH);
                 fd = openat(w.fds[w.n - 1], c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0)
                         return -errno;
@@ -161,14 +164,18 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
                         continue;
                 }
 
-                /* A symlink: it lives in a directory checked above. Whoever owns it could
-                 * replace it where others may add names (a sticky directory): only root's
-                 * is followed. Then its target. */
-                if (trust_refusal(&st, true, buf)) {
+                /* A symlink: it lives in a directory checked above. Where others may add
+                 * names (a sticky directory, as /tmp) whoever owns it could swap it for a
+                 * link to any image of root's, as the kernel's protected_symlinks knows
+                 * (tuck reads links itself, so it is not asked): there only root's is
+                 * followed. Elsewhere only root can replace it. Then its target. */
+                if (others_add && st.st_uid != 0) {
                         char link[PATH_MAX];
 
                         safe_close(fd);
                         snprintf(link, sizeof(link), "%s%s%s", w.where, streq(w.where, "/") ? "" : "/", c);
+                        snprintf(buf, sizeof(buf), "owned by uid %u, in a directory others can add to",
+                                 (unsigned) st.st_uid);
                         return refuse(&w, link, buf, ret_reason);
                 }
                 k = readlinkat(fd, "", target, sizeof(target) - 1);

@@ -15,10 +15,11 @@
  *     targets included: owned by root, and not writable by group or others
  *     unless the sticky bit keeps them from renaming or removing root's
  *     entries (/tmp is fine on the way, a 0777 directory is not);
- *   - every symlink followed on the way: owned by root (in a sticky
- *     directory its owner could swap it for a link to any of root's images,
- *     and the kernel's protected_symlinks does not apply: tuck reads links
- *     itself).
+ *   - every symlink followed on the way, if it is in a directory others may
+ *     add names to (sticky): owned by root. Its owner could swap it for a
+ *     link to any of root's images, and the kernel's protected_symlinks does
+ *     not apply: tuck reads links itself. Elsewhere only root can replace a
+ *     link, whoever owns it.
  *
  * Flatcar's /etc/extensions/NAME.raw -> /opt/extensions/NAME/NAME-V.raw
  * passes when /opt/extensions is root's. Paths are walked one component at

@@ -390,6 +390,7 @@ static void test_trust_cache(void) {
                 { "trust/other/d.raw", TRUST_FILE },
                 { "trust/imgs/owned.raw", TRUST_FILE },      /* uid 1000 (as root) */
                 { "trust/imgs/their-link.raw", TRUST_FILE }, /* a symlink of uid 1000's (as root) to a.raw */
+                { "trust/sticky/their-link.raw", TRUST_FILE },   /* the same in a sticky 1777 directory */
         };
         char *p;
         TrustCache cache = TRUST_CACHE_INIT;
@@ -416,11 +417,17 @@ static void test_trust_cache(void) {
         p = path_join(root, "trust/imgs/good-link.raw");
         (void) !symlink("../other/d.raw", p);
         free(p);
-        p = path_join(root, "trust/imgs/their-link.raw");
-        (void) !symlink("a.raw", p);
-        if (geteuid() == 0)
-                (void) !lchown(p, 1000, 1000);
+        dir("trust/sticky");
+        p = path_join(root, "trust/sticky");
+        (void) chmod(p, 01777);
         free(p);
+        for (unsigned k = 0; k < 2; k++) {
+                p = path_join(root, k ? "trust/sticky/their-link.raw" : "trust/imgs/their-link.raw");
+                (void) !symlink(k ? "../imgs/a.raw" : "a.raw", p);
+                if (geteuid() == 0)
+                        (void) !lchown(p, 1000, 1000);
+                free(p);
+        }
 
         for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
                 _cleanup_free_ char *path = path_join(root, cases[k].path);
@@ -437,13 +444,17 @@ static void test_trust_cache(void) {
                         tap_diag("walked: %d, '%s', '%s'", r, tap_str(why), tap_str(res));
         }
         if (geteuid() == 0) {
-                /* Its owner could swap it for a link to any image of root's: not followed. */
-                _cleanup_free_ char *path = path_join(root, "trust/imgs/their-link.raw"), *why = NULL;
+                /* Where others may add names its owner could swap it for a link to any image of
+                 * root's: not followed. Elsewhere only root can replace it. */
+                _cleanup_free_ char *path = path_join(root, "trust/sticky/their-link.raw"), *why = NULL;
+                _cleanup_free_ char *path2 = path_join(root, "trust/imgs/their-link.raw"), *why2 = NULL;
                 int r = trust_check_path(path, TRUST_FILE, NULL, NULL, &why);
+                int r2 = trust_check_path(path2, TRUST_FILE, NULL, NULL, &why2);
 
                 tap_ok(r == 0 && why &&
-                       strstr(why, "their-link.raw' is owned by uid 1000, not root"),
-                       "a symlink others own is not followed (%s)", tap_str(why));
+                       strstr(why, "sticky/their-link.raw' is owned by uid 1000, in a directory others can add to"),
+                       "a symlink of someone else's in a sticky directory is not followed (%s)", tap_str(why));
+                tap_ok(r2 == 1, "nor is it refused in a directory only root can write (%d, %s)", r2, tap_str(why2));
         }
         p = path_join(root, "trust/other");
         tap_streq(cache.dir, p, "the cache holds the last directory walked");
