@@ -59,84 +59,30 @@ int tuck_context_reload_policy(TuckContext *c, char **ret_error) {
         return 0;
 }
 
-static bool same_place(const struct statx *a, const struct statx *b) {
-        return a->stx_dev_major == b->stx_dev_major && a->stx_dev_minor == b->stx_dev_minor &&
-                a->stx_ino == b->stx_ino &&
-                (!(a->stx_mask & b->stx_mask & STATX_MNT_ID) || a->stx_mnt_id == b->stx_mnt_id);
-}
-
 /*
- * Is name (the fd's, from /proc/self/fd) right: below the root, leading to
- * the mount and inode the fd is on, while path still resolves to them too?
- * 0 if not (something moved meanwhile).
- */
-static int name_is_fd(const TuckContext *c, int root_fd, const char *path, int fd, const char *name) {
-        const char *rest = startswith(name, c->root);
-        _cleanup_close_ int again = -EBADF;
-        struct statx a, b;
-
-        if (!streq(c->root, "/") && (!rest || (*rest != '/' && *rest != 0)))
-                return 0;   /* moved out from below the root */
-        if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_MNT_ID, &a) < 0)
-                return -errno;
-        if (statx(AT_FDCWD, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
-                  STATX_INO | STATX_MNT_ID, &b) < 0)
-                return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;   /* gone meanwhile */
-        if (!same_place(&a, &b))
-                return 0;
-        /* A top moved elsewhere (not detached) is named right, but is not the hierarchy's any more. */
-        again = openat_in_root(root_fd, path, O_PATH | O_DIRECTORY);
-        if (again < 0)
-                return again == -ENOENT || again == -EXDEV || again == -EAGAIN ? 0 : again;
-        if (statx(again, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_MNT_ID, &b) < 0)
-                return -errno;
-        return same_place(&a, &b);
-}
-
-/*
- * Where hierarchy @path is mounted: below the root with symlinks resolved
- * inside it, as systemd-sysext's chase() does (ostree and Fedora CoreOS have
- * /opt -> var/opt; the overlay goes on /var/opt, and mountinfo says so). A
- * hierarchy that does not exist keeps its path: it is skipped later.
+ * Where hierarchy @path is: below the root with symlinks resolved inside it,
+ * as systemd-sysext's chase() does (ostree and Fedora CoreOS have /opt ->
+ * var/opt; the overlay goes on /var/opt, and mountinfo says so). A hierarchy
+ * that does not exist keeps its path: it is skipped later.
+ *
+ * The name is spelled from the directories walked, never read back from the
+ * fd: that is where the mount on top is now, and tuckctl resolves before it
+ * takes the lock, while a refresh of tuckd's (or anyone) may detach the top
+ * (its fd's name becomes "/") or move it away and back. A name read and
+ * checked twice can still be the one it had in between.
  */
 static int hierarchy_resolve(const TuckContext *c, int root_fd, const char *path, char **ret) {
-        /* The name of the mount on top is only read right while it stays there: a refresh
-         * elsewhere (tuckd's, another tuckctl's: we hold no lock yet) that replaces it
-         * leaves our fd on a detached mount, whose name is "/". So the name must lead back
-         * to what the fd is; if it does not, the top moved meanwhile: look again. */
-        for (unsigned attempt = 0; attempt < 8; attempt++) {
-                _cleanup_close_ int fd = -EBADF;
-                char proc[64], buf[PATH_MAX];
-                ssize_t n;
-                int r;
+        _cleanup_free_ char *name = NULL;
+        _cleanup_close_ int fd = -EBADF;
 
-                fd = openat_in_root(root_fd, path, O_PATH | O_DIRECTORY);
-                if (fd == -ENOENT) {
-                        *ret = context_path(c, path);
-                        return *ret ? 0 : -ENOMEM;
-                }
-                /* The same race seen by openat2(): the mount it ended on left the root
-                 * (EXDEV), or a ".." met a rename or mount elsewhere (EAGAIN). */
-                if (fd == -EXDEV || fd == -EAGAIN)
-                        continue;
-                if (fd < 0)
-                        return fd;
-                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-                n = readlink(proc, buf, sizeof(buf) - 1);
-                if (n < 0)
-                        return -errno;
-                if ((size_t) n >= sizeof(buf) - 1)
-                        return -ENAMETOOLONG;
-                buf[n] = 0;
-                r = name_is_fd(c, root_fd, path, fd, buf);
-                if (r < 0)
-                        return r;
-                if (r == 0)
-                        continue;
-                *ret = strdup(buf);
-                return *ret ? 0 : -ENOMEM;
-        }
-        return -EAGAIN;
+        fd = openat_in_root_by_hand_named(root_fd, path, O_PATH | O_DIRECTORY, &name);
+        if (fd == -ENOENT)
+                *ret = context_path(c, path);
+        else if (fd < 0)
+                return fd;
+        else
+                *ret = path_join(c->root, name);
+        return *ret ? 0 : -ENOMEM;
 }
 
 static int add_hierarchy(TuckContext *c, int root_fd, const char *path, ImageClass k, char **ret_error) {

@@ -534,23 +534,63 @@ int mkdir_p(const char *path, mode_t mode) {
 typedef struct DirStack {
         int *fds;               /* fds[0]: the root; fds[n - 1]: where we are */
         size_t n, cap;
+        /* With names: ends[i] is where fds[i]'s name ends in name ("" is the root). */
+        bool named;
+        size_t *ends;
+        char *name;
+        size_t name_cap;
 } DirStack;
 
 static void dir_stack_done(DirStack *s) {
         for (size_t i = 0; i < s->n; i++)
                 safe_close(s->fds[i]);
         free(s->fds);
+        free(s->ends);
+        free(s->name);
 }
 
-static int dir_stack_push(DirStack *s, int fd) {
+/* fd, reached from where we are by component c ("" for the root). */
+static int dir_stack_push(DirStack *s, int fd, const char *c) {
+        size_t start, need;
+
         if (s->n == s->cap) {
-                int *a = realloc(s->fds, sizeof(int) * (s->cap = s->cap ? 2 * s->cap : 16));
+                size_t cap = s->cap ? 2 * s->cap : 16;
+                int *a = realloc(s->fds, sizeof(int) * cap);
+                size_t *e;
 
                 if (!a) {
                         safe_close(fd);
                         return -ENOMEM;
                 }
                 s->fds = a;
+                if (s->named) {
+                        e = realloc(s->ends, sizeof(size_t) * cap);
+                        if (!e) {
+                                safe_close(fd);
+                                return -ENOMEM;
+                        }
+                        s->ends = e;
+                }
+                s->cap = cap;
+        }
+        if (s->named) {
+                start = s->n > 0 ? s->ends[s->n - 1] : 0;
+                need = start + (*c ? 1 + strlen(c) : 0) + 1;
+                if (need > s->name_cap) {
+                        char *b = realloc(s->name, need < 256 ? 256 : 2 * need);
+
+                        if (!b) {
+                                safe_close(fd);
+                                return -ENOMEM;
+                        }
+                        s->name = b;
+                        s->name_cap = need < 256 ? 256 : 2 * need;
+                }
+                if (*c) {
+                        s->name[start] = '/';
+                        strcpy(s->name + start + 1, c);
+                }
+                s->ends[s->n] = need - 1;
         }
         s->fds[s->n++] = fd;
         return 0;
@@ -586,10 +626,14 @@ static int fd_type(int fd, mode_t *ret) {
  * O_PATH|O_NOFOLLOW below the directory before it, so the kernel never
  * resolves anything outside root_fd. A symlink is read and its target walked
  * the same way (an absolute one from root_fd again); ".." goes back one
- * directory on our own stack, never above root_fd.
+ * directory on our own stack, never above root_fd. With ret_name, the name
+ * of what it reached below root_fd ("/var/opt" for "/opt" -> var/opt, ""
+ * for the root itself), spelled from the components walked, as chase()
+ * does: not read back from the fd, whose name is where its mount is now,
+ * and a mount on top moves (and may come back) while one looks.
  */
-int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
-        _cleanup_(dir_stack_done) DirStack s = {};
+int openat_in_root_by_hand_named(int root_fd, const char *path, int flags, char **ret_name) {
+        _cleanup_(dir_stack_done) DirStack s = { .named = ret_name != NULL };
         _cleanup_free_ char *todo = strdup(path);
         unsigned links = 0;
         const char *rest;
@@ -605,7 +649,7 @@ int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
         fd = RET_NERRNO(openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
         if (fd < 0)
                 return fd;
-        r = dir_stack_push(&s, fd);
+        r = dir_stack_push(&s, fd, "");
         if (r < 0)
                 return r;
 
@@ -641,7 +685,7 @@ int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
                                 safe_close(fd);
                                 return -ENOTDIR;
                         }
-                        r = dir_stack_push(&s, fd);
+                        r = dir_stack_push(&s, fd, c);
                         if (r < 0)
                                 return r;
                         continue;
@@ -674,10 +718,21 @@ int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
         if ((flags & O_DIRECTORY) && !S_ISDIR(mode))
                 return -ENOTDIR;
         if (flags & O_PATH)
-                return RET_NERRNO(fcntl(fd, F_DUPFD_CLOEXEC, 3));
-        /* Opened for real through our own O_PATH fd: what we reached, no further lookup. */
-        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-        return RET_NERRNO(open(proc, flags | O_CLOEXEC));
+                fd = RET_NERRNO(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        else {
+                /* Opened for real through our own O_PATH fd: what we reached, no further lookup. */
+                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+                fd = RET_NERRNO(open(proc, flags | O_CLOEXEC));
+        }
+        if (fd >= 0 && ret_name) {
+                s.name[s.ends[s.n - 1]] = 0;
+                *ret_name = TAKE_PTR(s.name);
+        }
+        return fd;
+}
+
+int openat_in_root_by_hand(int root_fd, const char *path, int flags) {
+        return openat_in_root_by_hand_named(root_fd, path, flags, NULL);
 }
 
 int openat_in_root(int root_fd, const char *path, int flags) {

@@ -112,6 +112,13 @@ int openat_in_root(int root_fd, const char *path, int flags);
  * tests/fuzz/fuzz-in-root.c hold it against openat2() itself. */
 int openat_in_root_by_hand(int root_fd, const char *path, int flags);
 /*
+ * The walk by hand, and the name of what it reached below root_fd ("" for
+ * root_fd itself) spelled from the components it walked, as chase() spells
+ * it: the same for as long as the directories stay, whatever mounts on top
+ * come and go (a name read back from the fd follows its mount).
+ */
+int openat_in_root_by_hand_named(int root_fd, const char *path, int flags, char **ret_name);
+/*
  * openat_in_root() from the kernel's caches only (openat2 RESOLVE_CACHED): a
  * lookup that would have to ask a file system (a dentry not cached, FUSE or
  * NFS revalidation) fails with -EAGAIN instead of waiting for it, so this

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -203,6 +204,22 @@ int main(void) {
                         tap_diag("got %s", fd < 0 ? strerror(-fd) : "another inode");
                 if (fd >= 0 && !(cases[i].flags & O_PATH))
                         tap_ok(read(fd, (char[1]) {}, 1) == 0, "'%s' is open for reading", cases[i].path);
+        }
+
+        /* The walk by hand's name for what it reached: spelled from the components
+         * walked, below the root ("" for the root itself), and the same errors. */
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *name = NULL;
+                _cleanup_close_ int fd = openat_in_root_by_hand_named(root_fd, cases[i].path, cases[i].flags, &name);
+                const char *want = cases[i].want ? cases[i].want + strlen("root") : NULL;
+
+                if (!want) {
+                        tap_ok(fd == -cases[i].error && !name, "'%s' named: fails with %s", cases[i].path,
+                               strerror(cases[i].error));
+                        continue;
+                }
+                if (!tap_ok(fd >= 0 && name && streq(name, want), "'%s' is named '%s'", cases[i].path, want))
+                        tap_diag("got %s", fd < 0 ? strerror(-fd) : tap_str(name));
         }
 
         test_rename_race(root_fd);
