@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
+#include "mountinfo.h"
 #include "trust.h"
 #include "util.h"
 
@@ -26,6 +29,49 @@ const char *trust_refusal(const struct stat *st, bool on_the_way, char buf[stati
                 return buf;
         }
         return NULL;
+}
+
+/*
+ * The file system fd is on, entered from another one: can its owners and
+ * modes be believed? A FUSE server reports them itself, so a user's FUSE
+ * mount (fusermount3, with user_allow_other in /etc/fuse.conf, so root may
+ * read it) can call every file root's and 0755. Only one root mounted is
+ * believed: user_id=0 in its super options (fusermount3 writes the mounting
+ * user's there), or none (virtiofs, mounted by root alone). NULL if it
+ * passes. fstatfs() is asked of FUSE too, but only of a file system a
+ * lookup just answered: it adds no server to wait for.
+ */
+static const char *mount_refusal(int fd, char buf[static 64]) {
+        _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
+        struct libmnt_fs *fs;
+        struct statfs sfs;
+        uint64_t id;
+        char *value = NULL;
+        size_t n = 0;
+        int r;
+
+        if (fstatfs(fd, &sfs) < 0) {
+                snprintf(buf, 64, "on a file system that cannot say what it is (%s)", strerror(errno));
+                return buf;
+        }
+        if (sfs.f_type != FUSE_SUPER_MAGIC)
+                return NULL;
+        r = path_get_mnt_id(fd, "", &id);
+        if (r >= 0)
+                r = mount_table_read(0, &tb);
+        fs = r >= 0 ? mount_table_find_id(tb, (int) id) : NULL;
+        if (!fs) {
+                snprintf(buf, 64, "on a FUSE file system whose mount cannot be found");
+                return buf;
+        }
+        r = mnt_optstr_get_option(mnt_fs_get_fs_options(fs), "user_id", &value, &n);
+        if (r == 1 || (r == 0 && n == 1 && value[0] == '0'))
+                return NULL;   /* no user_id (virtiofs), or root's */
+        if (r < 0 || n > 20)
+                snprintf(buf, 64, "on a FUSE file system with a user_id= that cannot be read");
+        else
+                snprintf(buf, 64, "on a FUSE file system mounted by uid %.*s", (int) n, value);
+        return buf;
 }
 
 typedef struct Walk {
@@ -102,6 +148,7 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
         bool others_add;
         const char *rest, *why;
         struct stat st;
+        dev_t dev;
         char buf[64];
         int fd, r;
 
@@ -115,6 +162,10 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
         w.fds[w.n++] = fd;
         if (fstat(fd, &st) < 0)
                 return -errno;
+        dev = st.st_dev;
+        why = mount_refusal(fd, buf);
+        if (why)
+                return refuse(&w, "/", why, ret_reason);
 
         for (rest = todo; ; ) {
                 char c[NAME_MAX + 1], target[PATH_MAX], *next;
@@ -145,6 +196,7 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
 
                 /* Passed as on the way: writable by others only if sticky. */
                 others_add = st.st_mode & (S_IWGRP | S_IWOTH);
+                dev = st.st_dev;
                 fd = openat(w.fds[w.n - 1], c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0)
                         return -errno;
@@ -152,6 +204,15 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
                         r = -errno;
                         safe_close(fd);
                         return r;
+                }
+                /* Another file system: are the owners it reports its own? */
+                why = st.st_dev != dev ? mount_refusal(fd, buf) : NULL;
+                if (why) {
+                        char entry[PATH_MAX];
+
+                        safe_close(fd);
+                        snprintf(entry, sizeof(entry), "%s%s%s", w.where, streq(w.where, "/") ? "" : "/", c);
+                        return refuse(&w, entry, why, ret_reason);
                 }
                 if (!S_ISLNK(st.st_mode)) {
                         if (!S_ISDIR(st.st_mode) && *rest) {
@@ -213,6 +274,7 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
                         trust_cache_done(fill);
                         fill->dir = dir;
                         fill->fd = TAKE_FD(w.fds[w.n - 2]);
+                        fill->dev = dev;   /* the last step was from that directory */
                 }
         }
         return 1;
@@ -246,9 +308,10 @@ int trust_check_path_cached(TrustCache *cache, const char *path, TrustKind kind,
         if (!name || name[0] != '/' || !name_is_plain(++name))
                 return walk_path(path, kind, ret_st, ret_resolved, ret_reason, cache);
         /* A symlink's target is walked from "/"; so is a name the cached directory no longer
-         * gives (it may have been replaced meanwhile): the full walk finds what is there now. */
+         * gives (it may have been replaced meanwhile): the full walk finds what is there now.
+         * And one on another file system (a mount on the name): the full walk asks whose. */
         fd = openat(cache->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0 || S_ISLNK(st.st_mode)) {
+        if (fd < 0 || fstat(fd, &st) < 0 || S_ISLNK(st.st_mode) || st.st_dev != cache->dev) {
                 if (fd < 0)
                         trust_cache_done(cache);
                 return walk_path(path, kind, ret_st, ret_resolved, ret_reason, cache);

@@ -19,7 +19,11 @@
  *     add names to (sticky): owned by root. Its owner could swap it for a
  *     link to any of root's images, and the kernel's protected_symlinks does
  *     not apply: tuck reads links itself. Elsewhere only root can replace a
- *     link, whoever owns it.
+ *     link, whoever owns it;
+ *   - every file system entered on the way: one whose owners can be believed.
+ *     A FUSE server reports owners and modes itself, so only a FUSE mount
+ *     root made counts (user_id=0 in its options, or none: virtiofs); a
+ *     user's (fusermount3, user_allow_other) is refused, whatever it says.
  *
  * Flatcar's /etc/extensions/NAME.raw -> /opt/extensions/NAME/NAME-V.raw
  * passes when /opt/extensions is root's. Paths are walked one component at
@@ -56,6 +60,7 @@ int trust_check_path(const char *path, TrustKind kind, struct stat *ret_st, char
 typedef struct TrustCache {
         char *dir;   /* no trailing "/", no symlink, ".", ".." or "//" in it */
         int fd;      /* O_PATH on dir */
+        dev_t dev;   /* its st_dev: a name on another file system is walked in full */
 } TrustCache;
 
 #define TRUST_CACHE_INIT ((TrustCache) { .fd = -EBADF })

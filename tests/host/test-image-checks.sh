@@ -196,6 +196,46 @@ refused "extensions/fz" "ships /usr as an opaque directory" \
 kill $(awk '/^ready / { print $2 }' "$LOGS/fuse.out") 2>/dev/null || true
 host_teardown
 
+# --- a user's FUSE mount: every file says it is root's, and none is believed ---------
+# fusermount3 (with user_allow_other in /etc/fuse.conf, so root may enter) lets a user
+# mount a server that reports whatever owner and mode it likes. The mounts above are
+# root's (user_id=0) and pass the trust walk (they are refused for what they hold);
+# these say uid 1000 made them, as fusermount3 writes it: a directory image, and a
+# whole search directory (where a file image would be).
+fuse_up() {
+        : >"$LOGS/fuse.out"
+        "$TUCK_FUSE" --answer=1000000 "$@" >>"$LOGS/fuse.out" 2>&1 &
+        fuse_pid=$!
+        for ((i = 0; i < 200; i++)); do grep -q '^ready ' "$LOGS/fuse.out" && break; sleep 0.05; done
+        check "a FUSE file system ($*) is up" grep -q '^ready ' "$LOGS/fuse.out"
+}
+# fuse_down: its container process and the server (SIGTERM: it closes /dev/fuse).
+fuse_down() {
+        kill $(awk '/^ready / { print $2 }' "$LOGS/fuse.out") 2>/dev/null || true
+        kill -TERM "$fuse_pid" 2>/dev/null || true
+        wait "$fuse_pid" 2>/dev/null || true
+}
+host_setup
+mkdir -p "$ROOT/run/extensions/fz"
+fuse_up --user=1000 --dir=usr "$ROOT/run/extensions/fz"
+check "its files say they are root's" test "$(stat -c %u "$ROOT/run/extensions/fz/usr")" = 0
+LIST=$(tuck list 2>&1)
+diag "$(entry extensions/fz)"
+refused "extensions/fz" "'$ROOT/run/extensions/fz' is on a FUSE file system mounted by uid 1000" \
+        "a directory image on a user's FUSE mount is refused, whatever owner it reports"
+fuse_down
+umount -l "$ROOT/run/extensions/fz"
+squash "$(tree good)" "$ROOT/run/extensions/good.raw"
+fuse_up --user=1000 --dir=usr "$ROOT/var/lib/extensions"
+out=$(tuck merge 2>&1) || true
+diag "$out"
+check "a search directory that is a user's FUSE mount is refused, and said so" \
+        grep -q "'$ROOT/var/lib/extensions' is on a FUSE file system mounted by uid 1000" <<<"$out"
+check "the images of the other search directories are still merged" grep -q '^/usr: merged' <<<"$out"
+tuck unmerge >/dev/null
+fuse_down
+host_teardown
+
 # --- the trust model -------------------------------------------------------------
 host_setup
 t=$(tree good)

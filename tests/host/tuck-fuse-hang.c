@@ -6,7 +6,7 @@
  * libfuse: a handful of requests, answered as an empty directory would be
  * (or one holding the directory of --dir).
  *
- *   tuck-fuse-hang [--answer=N] [--hold=inside] [--dir=NAME [--bind=PATH] [--xattr=NAME=VALUE]] DIR
+ *   tuck-fuse-hang [--answer=N] [--hold=inside] [--user=UID] [--dir=NAME [--bind=PATH] [--xattr=NAME=VALUE]] DIR
  *
  * Mounts an empty FUSE file system on DIR (in the caller's mount namespace:
  * start it in one of its own), starts a process whose root is that file
@@ -31,7 +31,10 @@
  * entered it: a heal), not from anyone else. --xattr=NAME=VALUE: the
  * directory NAME has that one extended attribute (any other reads as absent),
  * while listing them stays unimplemented (ENOSYS): the kernel then answers
- * listxattr() with ENOTSUP and getxattr() with the value.
+ * listxattr() with ENOTSUP and getxattr() with the value. --user=UID: the
+ * mount says user UID made it (user_id=, group_id=), as fusermount3 writes
+ * for a user's mount; every file still says it is root's, as such a
+ * server may say.
  */
 
 #include <dirent.h>
@@ -57,6 +60,7 @@
 
 static int fuse_fd = -1;
 static const char *arg_dir, *arg_bind, *arg_xattr_name, *arg_xattr_value;
+static unsigned arg_user;
 static bool deny_access;
 #define DIR_ID 2
 
@@ -213,14 +217,15 @@ static _Noreturn void container(const char *dir, int ready) {
 }
 
 static int setup(const char *dir, int *ret_ready, sigset_t *mask) {
-        char opts[128];
+        char opts[160];
         int p[2];
         pid_t pid;
 
         fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
         if (fuse_fd < 0)
                 return -errno;
-        snprintf(opts, sizeof(opts), "fd=%d,rootmode=40755,user_id=0,group_id=0,allow_other", fuse_fd);
+        snprintf(opts, sizeof(opts), "fd=%d,rootmode=40755,user_id=%u,group_id=%u,allow_other", fuse_fd, arg_user,
+                 arg_user);
         if (mount("tuck-fuse-hang", dir, "fuse", MS_NOSUID | MS_NODEV, opts) < 0)
                 return -errno;
         if (pipe2(p, O_CLOEXEC) < 0)
@@ -274,6 +279,8 @@ int main(int argc, char *argv[]) {
                         hold_inside = true;
                 else if (strncmp(argv[i], "--dir=", 6) == 0)
                         arg_dir = argv[i] + 6;
+                else if (strncmp(argv[i], "--user=", 7) == 0)
+                        arg_user = (unsigned) atoi(argv[i] + 7);
                 else if (strncmp(argv[i], "--bind=", 7) == 0)
                         arg_bind = argv[i] + 7;
                 else if (strncmp(argv[i], "--xattr=", 8) == 0 && strchr(argv[i] + 8, '=')) {
@@ -286,7 +293,8 @@ int main(int argc, char *argv[]) {
                 else
                         dir = argv[i];
         if (!dir || ((arg_bind || arg_xattr_name) && !arg_dir)) {
-                fprintf(stderr, "usage: %s [--answer=N] [--hold=inside] [--dir=NAME [--bind=PATH] [--xattr=NAME=VALUE]] DIR\n",
+                fprintf(stderr, "usage: %s [--answer=N] [--hold=inside] [--user=UID] [--dir=NAME [--bind=PATH] "
+                        "[--xattr=NAME=VALUE]] DIR\n",
                         argv[0]);
                 return 2;
         }
