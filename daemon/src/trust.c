@@ -114,6 +114,11 @@ static void walk_up(Walk *w, bool to_root) {
         }
 }
 
+/* The path of entry c of where the walk is. */
+static void walk_entry_path(const Walk *w, const char *c, char out[static PATH_MAX]) {
+        snprintf(out, PATH_MAX, "%s%s%s", w->where, streq(w->where, "/") ? "" : "/", c);
+}
+
 /* Enter directory entry c (checked as a directory on the way). */
 static int walk_down(Walk *w, int fd, const char *c) {
         size_t l = strlen(w->where);
@@ -211,7 +216,7 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
                         char entry[PATH_MAX];
 
                         safe_close(fd);
-                        snprintf(entry, sizeof(entry), "%s%s%s", w.where, streq(w.where, "/") ? "" : "/", c);
+                        walk_entry_path(&w, c, entry);
                         return refuse(&w, entry, why, ret_reason);
                 }
                 if (!S_ISLNK(st.st_mode)) {
@@ -234,7 +239,7 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
                         char link[PATH_MAX];
 
                         safe_close(fd);
-                        snprintf(link, sizeof(link), "%s%s%s", w.where, streq(w.where, "/") ? "" : "/", c);
+                        walk_entry_path(&w, c, link);
                         snprintf(buf, sizeof(buf), "owned by uid %u, in a directory others can add to",
                                  (unsigned) st.st_uid);
                         return refuse(&w, link, buf, ret_reason);
@@ -247,7 +252,7 @@ static int walk_path(const char *path, TrustKind kind, struct stat *ret_st, char
                 if (++links > TRUST_MAX_SYMLINKS)
                         return -ELOOP;
                 target[k] = 0;
-                snprintf(w.via, sizeof(w.via), "%s%s%s", w.where, streq(w.where, "/") ? "" : "/", c);
+                walk_entry_path(&w, c, w.via);
                 if (target[0] == '/')
                         walk_up(&w, true);
                 if (fstat(w.fds[w.n - 1], &st) < 0)

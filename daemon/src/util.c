@@ -577,14 +577,15 @@ static int dir_stack_push(DirStack *s, int fd, const char *c) {
                 start = s->n > 0 ? s->ends[s->n - 1] : 0;
                 need = start + (*c ? 1 + strlen(c) : 0) + 1;
                 if (need > s->name_cap) {
-                        char *b = realloc(s->name, need < 256 ? 256 : 2 * need);
+                        size_t name_cap = need < 256 ? 256 : 2 * need;
+                        char *b = realloc(s->name, name_cap);
 
                         if (!b) {
                                 safe_close(fd);
                                 return -ENOMEM;
                         }
                         s->name = b;
-                        s->name_cap = need < 256 ? 256 : 2 * need;
+                        s->name_cap = name_cap;
                 }
                 if (*c) {
                         s->name[start] = '/';
