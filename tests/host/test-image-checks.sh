@@ -172,13 +172,23 @@ host_teardown
 # A FUSE server without LISTXATTR makes listxattr() fail with ENOTSUP while getxattr()
 # still answers, and overlayfs only ever gets: there the failed list is no "none".
 # (squashfs and erofs, which refuse both alike when built without xattrs, are where it is.)
+# fuse_up ARGS...: tuck-fuse-hang ARGS in the background, answering every lookup.
+fuse_up() {
+        : >"$LOGS/fuse.out"
+        "$TUCK_FUSE" --answer=1000000 "$@" >>"$LOGS/fuse.out" 2>&1 &
+        fuse_pid=$!
+        for ((i = 0; i < 200; i++)); do grep -q '^ready ' "$LOGS/fuse.out" && break; sleep 0.05; done
+        check "a FUSE file system ($*) is up" grep -q '^ready ' "$LOGS/fuse.out"
+}
+# fuse_down: its container process and the server (SIGTERM: it closes /dev/fuse).
+fuse_down() {
+        kill $(awk '/^ready / { print $2 }' "$LOGS/fuse.out") 2>/dev/null || true
+        kill -TERM "$fuse_pid" 2>/dev/null || true
+        wait "$fuse_pid" 2>/dev/null || true
+}
 host_setup
 mkdir -p "$ROOT/run/extensions/fz"
-: >"$LOGS/fuse.out"
-"$TUCK_FUSE" --answer=1000000 --dir=usr --xattr=trusted.overlay.opaque=y "$ROOT/run/extensions/fz" \
-        >>"$LOGS/fuse.out" 2>&1 &
-for ((i = 0; i < 200; i++)); do grep -q '^ready ' "$LOGS/fuse.out" && break; sleep 0.05; done
-check "a FUSE file system with one directory, usr, is up" grep -q '^ready ' "$LOGS/fuse.out"
+fuse_up --dir=usr --xattr=trusted.overlay.opaque=y "$ROOT/run/extensions/fz"
 check "listing usr's xattrs fails with ENOTSUP" python3 -c '
 import errno, os, sys
 try:
@@ -193,7 +203,7 @@ LIST=$(tuck list 2>&1)
 diag "$(entry extensions/fz)"
 refused "extensions/fz" "ships /usr as an opaque directory" \
         "an opaque /usr on FUSE that cannot list xattrs is refused"
-kill $(awk '/^ready / { print $2 }' "$LOGS/fuse.out") 2>/dev/null || true
+fuse_down
 host_teardown
 
 # --- a user's FUSE mount: every file says it is root's, and none is believed ---------
@@ -202,19 +212,6 @@ host_teardown
 # root's (user_id=0) and pass the trust walk (they are refused for what they hold);
 # these say uid 1000 made them, as fusermount3 writes it: a directory image, and a
 # whole search directory (where a file image would be).
-fuse_up() {
-        : >"$LOGS/fuse.out"
-        "$TUCK_FUSE" --answer=1000000 "$@" >>"$LOGS/fuse.out" 2>&1 &
-        fuse_pid=$!
-        for ((i = 0; i < 200; i++)); do grep -q '^ready ' "$LOGS/fuse.out" && break; sleep 0.05; done
-        check "a FUSE file system ($*) is up" grep -q '^ready ' "$LOGS/fuse.out"
-}
-# fuse_down: its container process and the server (SIGTERM: it closes /dev/fuse).
-fuse_down() {
-        kill $(awk '/^ready / { print $2 }' "$LOGS/fuse.out") 2>/dev/null || true
-        kill -TERM "$fuse_pid" 2>/dev/null || true
-        wait "$fuse_pid" 2>/dev/null || true
-}
 host_setup
 mkdir -p "$ROOT/run/extensions/fz"
 fuse_up --user=1000 --dir=usr "$ROOT/run/extensions/fz"
