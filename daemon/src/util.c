@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -866,6 +867,25 @@ int pidfd_open_above_stdio(pid_t pid) {
         moved = RET_NERRNO(fcntl(fd, F_DUPFD_CLOEXEC, 3));
         safe_close(fd);
         return moved;
+}
+
+static struct rlimit nofile_saved;
+static bool nofile_bumped;
+
+void rlimit_nofile_bump(void) {
+        struct rlimit rl;
+
+        if (nofile_bumped || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        nofile_saved = rl;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) >= 0)
+                nofile_bumped = true;
+}
+
+void rlimit_nofile_safe(void) {
+        if (nofile_bumped)
+                (void) setrlimit(RLIMIT_NOFILE, &nofile_saved);
 }
 
 int pidfd_check_alive(int pidfd) {

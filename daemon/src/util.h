@@ -139,6 +139,16 @@ char *name_escape(const char *s);
 /* Processes. pidfd_open(), never returned as fd 0, 1 or 2 (CLOEXEC). */
 int pidfd_open_above_stdio(pid_t pid);
 
+/*
+ * File descriptors. A scan holds one pidfd per namespace it keeps, so the
+ * soft RLIMIT_NOFILE (1024 by default) would cap how many namespaces tuck
+ * can see: rlimit_nofile_bump() raises it to the hard limit at start-up, as
+ * systemd's tools do (tuck only polls, never select()s). Programs we exec
+ * may select(): rlimit_nofile_safe() puts the soft limit back first.
+ */
+void rlimit_nofile_bump(void);
+void rlimit_nofile_safe(void);
+
 /* The kernel's boot ID (/proc/sys/kernel/random/boot_id), read once; NULL if it cannot be read. */
 const char *boot_id_current(void);
 /* 0 while the process behind @pidfd runs (or is a zombie not yet reaped), -ESRCH once it is gone. */

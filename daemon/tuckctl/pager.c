@@ -74,6 +74,7 @@ static _Noreturn void pager_exec(int read_fd) {
                 _exit(EXIT_FAILURE);
         safe_close(read_fd);
         (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+        rlimit_nofile_safe();
         (void) setenv("LESS", less ?: "FRSXMK", 1);
         if (charset)
                 (void) setenv("LESSCHARSET", charset, 1);

@@ -631,6 +631,7 @@ static int run(int argc, char *argv[]) {
 int main(int argc, char *argv[]) {
         int r;
 
+        rlimit_nofile_bump();
         if (streq(program_name(), "systemd-sysext"))
                 arg_compat = IMAGE_SYSEXT;
         else if (streq(program_name(), "systemd-confext"))

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
+#include "util.h"
 
 static const char *arg_root = "/";
 static const char *arg_config = SYSCONFDIR "/tuck/tuck.conf";
@@ -159,5 +160,6 @@ static int run(int argc, char *argv[]) {
 }
 
 int main(int argc, char *argv[]) {
+        rlimit_nofile_bump();
         return run(argc, argv) < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
