@@ -484,7 +484,8 @@ static int walk(const Scan *s, int root_fd, const char *name, bool want_sees_roo
                 ret->attr_known = fd_get_mount_attr(fd, &ret->attr) >= 0;
         if (want_sees_root) {
                 root_prefix = resolve(root_fd, spec->root, O_PATH | O_DIRECTORY);
-                if (root_prefix == -EAGAIN || root_prefix == -EOPNOTSUPP)
+                /* Only its absence says the namespace does not see the prefix. */
+                if (root_prefix < 0 && root_prefix != -ENOENT && root_prefix != -ENOTDIR)
                         return root_prefix;
                 ret->sees_root = root_prefix >= 0 && fd_statx(root_prefix, STATX_INO, &sx) >= 0 &&
                                  statx_is(&sx, &s->our_root);
@@ -546,6 +547,20 @@ static bool stuck_find(const Scan *s, uint64_t ns_ino, StuckKind kind, const Stu
         return false;
 }
 
+/* On the live top with no flag beyond the host's, and wanting none: it follows, nothing to do. */
+static bool pending_follows(const Scan *s, const Pending *p) {
+        const NsScanSpec *spec = s->spec;
+
+        if (!(spec->flags & NSSCAN_SKIP_FOLLOWING) || p->v.error < 0 || spec->live == 0 || p->v.dev != spec->live)
+                return false;
+        if (!p->v.attr_known || (p->v.attr & ~spec->host_attr & TUCK_ATTR_MASK))
+                return false;
+        for (size_t i = 0; i < spec->n_watch; i++)
+                if (spec->watch[i] == p->v.ns_ino)
+                        return false;
+        return true;
+}
+
 /*
  * The part of a namespace that never blocks: its pidfd, its root, where it
  * names the hierarchy, and the walk if the dentry cache can answer it.
@@ -561,10 +576,18 @@ static void pending_start(Scan *s, Pending *p) {
         p->state = PENDING_DROP;
         /* The pidfd first: what is read from here on is believed only if its process is
          * still there once a view is kept (scan_pending() checks). */
-        if (p->v.pidfd < 0)
-                p->v.pidfd = pidfd_open_above_stdio(p->v.pid);
-        if (p->v.pidfd < 0)
-                return;         /* gone */
+        if (p->v.pidfd < 0) {
+                r = pidfd_open_above_stdio(p->v.pid);
+                if (r == -ESRCH)
+                        return;         /* gone */
+                if (r < 0) {
+                        /* Out of file descriptors or memory: the namespace is there, and may
+                         * be one of ours. Unreadable, said so, never taken for gone. */
+                        pending_unreadable(p, r, NULL);
+                        return;
+                }
+                p->v.pidfd = r;
+        }
         root_fd = proc_open(p->v.pid, "root", O_PATH | O_DIRECTORY);
         if (root_fd == -ENOENT || root_fd == -ESRCH)
                 return;
@@ -614,6 +637,13 @@ static void pending_start(Scan *s, Pending *p) {
                 return;
         }
         pending_walked(p, r, &w);
+        /* One that follows is done with: its pidfd goes now, so that a scan holds file
+         * descriptors only for the namespaces it keeps, not for every one there is. */
+        if (p->state == PENDING_KEEP && (!p->want_sees_root || p->sees_root) && pending_follows(s, p)) {
+                p->state = PENDING_DROP;
+                p->v.pidfd = safe_close(p->v.pidfd);
+                s->n_following++;
+        }
 }
 
 /* In the worker: one deferred namespace, any lookup it takes. */
@@ -828,20 +858,6 @@ static void pending_confirm(Scan *s, Pending *p) {
                 if (!p->v.source)
                         pending_unreadable(p, -ENOMEM, NULL);
         }
-}
-
-/* On the live top with no flag beyond the host's, and wanting none: it follows, nothing to do. */
-static bool pending_follows(const Scan *s, const Pending *p) {
-        const NsScanSpec *spec = s->spec;
-
-        if (!(spec->flags & NSSCAN_SKIP_FOLLOWING) || p->v.error < 0 || spec->live == 0 || p->v.dev != spec->live)
-                return false;
-        if (!p->v.attr_known || (p->v.attr & ~spec->host_attr & TUCK_ATTR_MASK))
-                return false;
-        for (size_t i = 0; i < spec->n_watch; i++)
-                if (spec->watch[i] == p->v.ns_ino)
-                        return false;
-        return true;
 }
 
 /* After the walk: which views are kept, and the mount tables of the few that need one. */
@@ -1064,10 +1080,18 @@ static int scan_pending(Scan *s, NamespaceView **ret, size_t *ret_n) {
                 if (p->state != PENDING_KEEP)
                         continue;
                 /* Still the process whose pidfd was taken before any of it was read? Then all of
-                 * it was its own. (An unreadable view says so about the process that is there.) */
+                 * it was its own. (An unreadable view says so about the process that is there.)
+                 * One without a pidfd (none could be had) was never read: it stays, unreadable,
+                 * nameless and not to be acted on (namespace_view_open_proc() refuses it). */
+                if (p->v.pidfd < 0 && p->v.error < 0) {
+                        strcpy(p->v.comm, "?");
+                        views[n++] = p->v;
+                        p->v = NAMESPACE_VIEW_NULL;
+                        continue;
+                }
                 if (pidfd_check_alive(p->v.pidfd) < 0)
                         continue;
-                if ((s->spec->flags & NSSCAN_IDENTIFY) && view_identify(&p->v) == -ESRCH)
+                if ((s->spec->flags & NSSCAN_IDENTIFY) && namespace_view_identify(&p->v) == -ESRCH)
                         continue;       /* gone meanwhile */
                 views[n++] = p->v;
                 p->v = NAMESPACE_VIEW_NULL;
