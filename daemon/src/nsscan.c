@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <systemd/sd-login.h>
@@ -434,7 +435,9 @@ typedef struct Scan {
         bool stuck_changed;
         Pending *pending;
         size_t n_pending;
-        unsigned n_processes, n_deferred, n_tables, n_following;   /* for the debug line */
+        InoMap followers;        /* spec->followers_in by namespace inode: index in its list */
+        size_t followers_max;    /* how many spec->followers_out may hold */
+        unsigned n_processes, n_deferred, n_tables, n_following, n_reused;   /* for the debug line */
 } Scan;
 
 /* What the walk learns, the same in the parent (cache only) and in the worker. */
@@ -561,6 +564,62 @@ static bool pending_follows(const Scan *s, const Pending *p) {
         return true;
 }
 
+void ns_followers_done(NsFollowers *f) {
+        for (size_t i = 0; i < f->n; i++) {
+                safe_close(f->list[i].pidfd);
+                safe_close(f->list[i].root_fd);
+        }
+        free(f->list);
+        *f = (NsFollowers) {};
+}
+
+/* Takes over what the scan before found of @p's namespace, if it is still the same process's. */
+static bool follower_reuse(Scan *s, Pending *p, int *ret_root_fd) {
+        NsFollower *f;
+        size_t *i;
+
+        if (!s->spec->followers_in || !(i = ino_map_get(&s->followers, p->v.ns_ino)))
+                return false;
+        f = &s->spec->followers_in->list[*i];
+        /* Alive now, so it had its pid when its root was opened, and when its ns/mnt was read. */
+        if (f->pid != p->v.pid || f->pidfd < 0 || f->root_fd < 0 || pidfd_check_alive(f->pidfd) < 0)
+                return false;
+        p->v.pidfd = TAKE_FD(f->pidfd);
+        *ret_root_fd = TAKE_FD(f->root_fd);
+        p->v.own_root = f->own_root;
+        p->want_sees_root = f->want_sees_root;
+        p->sees_root = f->sees_root;
+        s->n_reused++;
+        return true;
+}
+
+/* Keeps @p's pidfd and @root_fd for the next scan, if it asked and there is room. */
+static bool follower_keep(Scan *s, Pending *p, int *root_fd) {
+        NsFollowers *out = s->spec->followers_out;
+
+        if (!out || out->n >= s->followers_max || p->v.pidfd < 0 || *root_fd < 0)
+                return false;
+        if (out->n == out->allocated) {
+                size_t k = out->allocated ? 2 * out->allocated : 64;
+                NsFollower *a = reallocarray(out->list, k, sizeof(NsFollower));
+
+                if (!a)
+                        return false;
+                out->list = a;
+                out->allocated = k;
+        }
+        out->list[out->n++] = (NsFollower) {
+                .ns_ino = p->v.ns_ino,
+                .pid = p->v.pid,
+                .pidfd = TAKE_FD(p->v.pidfd),
+                .root_fd = TAKE_FD(*root_fd),
+                .own_root = p->v.own_root,
+                .want_sees_root = p->want_sees_root,
+                .sees_root = p->sees_root,
+        };
+        return true;
+}
+
 /*
  * The part of a namespace that never blocks: its pidfd, its root, where it
  * names the hierarchy, and the walk if the dentry cache can answer it.
@@ -570,10 +629,15 @@ static void pending_start(Scan *s, Pending *p) {
         const NsScanSpec *spec = s->spec;
         const Stuck *stuck;
         struct statx sx;
+        bool reused = false, sees_root;
         WalkResult w;
         int r;
 
         p->state = PENDING_DROP;
+        /* Known from the scan before (its pidfd and root taken over), or read now. */
+        if (p->v.pidfd < 0)
+                reused = follower_reuse(s, p, &root_fd);
+        sees_root = p->sees_root;
         /* The pidfd first: what is read from here on is believed only if its process is
          * still there once a view is kept (scan_pending() checks). */
         if (p->v.pidfd < 0) {
@@ -588,11 +652,13 @@ static void pending_start(Scan *s, Pending *p) {
                 }
                 p->v.pidfd = r;
         }
-        root_fd = proc_open(p->v.pid, "root", O_PATH | O_DIRECTORY);
-        if (root_fd == -ENOENT || root_fd == -ESRCH)
-                return;
-        if (root_fd >= 0 && fd_statx(root_fd, STATX_INO, &sx) >= 0)
-                p->v.own_root = !statx_is(&sx, &s->slash);
+        if (!reused) {
+                root_fd = proc_open(p->v.pid, "root", O_PATH | O_DIRECTORY);
+                if (root_fd == -ENOENT || root_fd == -ESRCH)
+                        return;
+                if (root_fd >= 0 && fd_statx(root_fd, STATX_INO, &sx) >= 0)
+                        p->v.own_root = !statx_is(&sx, &s->slash);
+        }
 
         /* A container names the hierarchy relative to its own root. */
         if (!p->v.path) {
@@ -631,18 +697,22 @@ static void pending_start(Scan *s, Pending *p) {
                 (void) asprintf_safe(&p->v.error_text, "not read: the run's scan budget (%s) was used up", strna(b));
                 return;
         }
-        r = walk(s, root_fd, p->v.path, p->want_sees_root, true, &w);
+        /* Whether it sees the root prefix was found by the scan before, for one taken over. */
+        r = walk(s, root_fd, p->v.path, p->want_sees_root && !reused, true, &w);
         if (r == -EAGAIN || r == -EOPNOTSUPP) {
                 p->state = PENDING_WORKER;
                 return;
         }
         pending_walked(p, r, &w);
-        /* One that follows is done with: its pidfd goes now, so that a scan holds file
-         * descriptors only for the namespaces it keeps, not for every one there is. */
+        if (reused && p->state == PENDING_KEEP)
+                p->sees_root = sees_root;
+        /* One that follows is done with: its pidfd goes now (or to the next scan), so that a
+         * scan holds file descriptors only for the namespaces it keeps, not for every one. */
         if (p->state == PENDING_KEEP && (!p->want_sees_root || p->sees_root) && pending_follows(s, p)) {
                 p->state = PENDING_DROP;
-                p->v.pidfd = safe_close(p->v.pidfd);
                 s->n_following++;
+                if (!follower_keep(s, p, &root_fd))
+                        p->v.pidfd = safe_close(p->v.pidfd);
         }
 }
 
@@ -1042,6 +1112,18 @@ static int scan_init(Scan *s, const NsScanSpec *spec, ScanBudget *fallback) {
         r = ns_stuck_load(s->budget, &s->stuck, &s->n_stuck);
         if (r < 0)
                 log_debug_errno(r, "Ignoring the record of stuck scans: %m");
+        for (size_t i = 0; spec->followers_in && i < spec->followers_in->n; i++) {
+                r = ino_map_put(&s->followers, spec->followers_in->list[i].ns_ino, i);
+                if (r < 0)
+                        return r;
+        }
+        if (spec->followers_out) {
+                struct rlimit rl;
+
+                /* Two descriptors each, in at most half of what the limit leaves above 1024. */
+                if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 1024)
+                        s->followers_max = (size_t) (rl.rlim_cur - 1024) / 4;
+        }
         return 0;
 }
 
@@ -1056,6 +1138,7 @@ static void scan_done(Scan *s) {
         for (size_t i = 0; i < s->n_pending; i++)
                 namespace_view_done(&s->pending[i].v);
         free(s->pending);
+        ino_map_done(&s->followers);
 }
 
 /* Walk, settle, identify; the kept views, in the order their processes were found. */
@@ -1113,9 +1196,10 @@ int namespaces_scan(const NsScanSpec *spec, NamespaceView **ret, size_t *ret_n) 
         if (r >= 0)
                 r = scan_pending(&s, ret, ret_n);
         if (r >= 0)
-                log_debug("%s: %u processes, %zu namespaces, %u following, %zu kept, %u walked by a worker, "
-                          "%u mount tables read, in %" PRIu64 " us.", spec->path, s.n_processes, s.n_pending,
-                          s.n_following, *ret_n, s.n_deferred, s.n_tables, now_usec(CLOCK_MONOTONIC) - start);
+                log_debug("%s: %u processes, %zu namespaces, %u following, %zu kept, %u known from the scan "
+                          "before, %u walked by a worker, %u mount tables read, in %" PRIu64 " us.", spec->path,
+                          s.n_processes, s.n_pending, s.n_following, *ret_n, s.n_reused, s.n_deferred, s.n_tables,
+                          now_usec(CLOCK_MONOTONIC) - start);
         scan_done(&s);
         return r;
 }

@@ -232,6 +232,33 @@ typedef enum NsScanFlags {
                                          * are not in @watch: they follow, and need nothing */
 } NsScanFlags;
 
+/*
+ * The namespaces one scan found following (NSSCAN_SKIP_FOLLOWING), for the
+ * next scan of the same hierarchy in the same run: a refresh scans before
+ * its swap (to pin what the swap would loosen) and again after it (to find
+ * who did not follow), and most namespaces are the same both times. The
+ * scan after takes over each one's pidfd and root, when the same process is
+ * still the first found in it and still alive, and only walks the hierarchy
+ * again: no pidfd_open(), no open of /proc/PID/root, no check of the root
+ * prefix. Whether it follows is decided afresh; nothing else carries over.
+ * Two descriptors each, and only while at most half of what RLIMIT_NOFILE
+ * leaves above 1024 is in use: a scan never runs short for keeping them.
+ */
+typedef struct NsFollower {
+        uint64_t ns_ino;
+        pid_t pid;
+        int pidfd;                   /* taken before root_fd was opened */
+        int root_fd;                 /* /proc/PID/root, O_PATH */
+        bool own_root, want_sees_root, sees_root;
+} NsFollower;
+
+typedef struct NsFollowers {
+        NsFollower *list;
+        size_t n, allocated;
+} NsFollowers;
+
+void ns_followers_done(NsFollowers *f);
+
 /* What to look for at one hierarchy. */
 typedef struct NsScanSpec {
         const char *root;            /* tuck's root prefix ("/" on a host) */
@@ -245,6 +272,8 @@ typedef struct NsScanSpec {
         size_t n_watch;
         NsScanFlags flags;
         ScanBudget *budget;          /* NULL: the defaults, for this scan alone */
+        NsFollowers *followers_out;  /* the namespaces found following are kept here (or NULL) */
+        NsFollowers *followers_in;   /* ... and taken from here by the next scan (or NULL) */
 } NsScanSpec;
 
 /*

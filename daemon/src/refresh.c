@@ -830,7 +830,7 @@ static void stale_before(Run *run, SwapJob *j, HierarchyReport *hr) {
 
 /* After a swap (@before) or without one: the namespaces behind @g, into @hr. */
 static void stale_after(Run *run, const TuckHierarchy *h, const Generation *g, dev_t replaced, bool foreign,
-                        const StaleSnapshot *before, HierarchyReport *hr) {
+                        StaleSnapshot *before, HierarchyReport *hr) {
         StaleHierarchy sh = stale_hierarchy(run, h);
 
         sh.foreign = foreign;

@@ -23,6 +23,7 @@ void stale_snapshot_done(StaleSnapshot *s) {
         namespace_views_free(s->views, s->n_views);
         free(s->wants);
         free(s->pins);
+        ns_followers_done(&s->followers);
         *s = (StaleSnapshot) {};
 }
 
@@ -351,7 +352,8 @@ static void keep_ours(const StaleHierarchy *h, dev_t live, const dev_t *ours, si
  * read, and those on an overlay of systemd-sysext's are kept too.
  */
 static int scan(const StaleHierarchy *h, dev_t live, uint64_t host_attr, const dev_t *ours, size_t n_ours,
-                const NsWant *wants, size_t n_wants, NamespaceView **ret, size_t *ret_n) {
+                const NsWant *wants, size_t n_wants, NsFollowers *followers_out, NsFollowers *followers_in,
+                NamespaceView **ret, size_t *ret_n) {
         _cleanup_free_ uint64_t *watch = calloc(n_wants ?: 1, sizeof(uint64_t));
         NsScanSpec spec = {
                 .root = h->root,
@@ -369,6 +371,8 @@ static int scan(const StaleHierarchy *h, dev_t live, uint64_t host_attr, const d
                 .flags = NSSCAN_SKIP_SELF | NSSCAN_SKIP_FOLLOWING | NSSCAN_IDENTIFY |
                          (h->foreign ? NSSCAN_ANY_CANDIDATE : 0),
                 .budget = h->budget,
+                .followers_out = followers_out,
+                .followers_in = followers_in,
         };
         int r;
 
@@ -400,7 +404,7 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
         if (r < 0)
                 return r;
         (void) wants_load(h, &old, &n_old);
-        r = scan(h, st.st_dev, host_attr, ours, n_ours, old, n_old, &s.views, &s.n_views);
+        r = scan(h, st.st_dev, host_attr, ours, n_ours, old, n_old, &s.followers, NULL, &s.views, &s.n_views);
         if (r < 0)
                 return r;
         r = wants_update(h, old, n_old, s.views, s.n_views, host_attr, &s.wants);
@@ -616,7 +620,7 @@ static void clean_record(const StaleHierarchy *h, const Generation *g, dev_t top
         json_object_put(o);
 }
 
-int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, const StaleSnapshot *before,
+int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, StaleSnapshot *before,
                  HealReport **ret, size_t *ret_n) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_strv_free_ char **restarted = NULL;
@@ -664,7 +668,10 @@ int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, cons
                 n_old = ns_wants_confirm(old, before->n_views, ns_witness_check, NULL);
         } else
                 (void) wants_load(h, &old, &n_old);
-        r = scan(h, st.st_dev, host_attr, all, n_ours + 1, old, n_old, &now, &n_now);
+        r = scan(h, st.st_dev, host_attr, all, n_ours + 1, old, n_old, NULL, before ? &before->followers : NULL,
+                 &now, &n_now);
+        if (before)
+                ns_followers_done(&before->followers);  /* those not found again */
         if (r < 0)
                 return r;
         r = wants_update(h, old, n_old, now, n_now, host_attr, &want);

@@ -76,6 +76,7 @@ typedef struct StaleSnapshot {
         uint64_t *pins;              /* each view's pin (its mount ID there), 0: none */
         size_t n_views;
         int pinned;                  /* namespaces pinned so the swap cannot loosen them */
+        NsFollowers followers;       /* those that followed, for the scan after the swap (nsscan.h) */
 } StaleSnapshot;
 
 void stale_snapshot_done(StaleSnapshot *s);
@@ -102,9 +103,10 @@ void stale_unpin(const StaleHierarchy *h, StaleSnapshot *s);
  * After a swap (@before from stale_before_swap()), or without one (@before
  * NULL): the namespaces that show one of @ours but not the hierarchy's top
  * now, or lost flags, handled by the policy. Every one is returned, with its
- * outcome in words; healed ones have result 0.
+ * outcome in words; healed ones have result 0. The followers of @before are
+ * taken over (its descriptors are spent).
  */
-int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, const StaleSnapshot *before,
+int stale_handle(const StaleHierarchy *h, const dev_t *ours, size_t n_ours, StaleSnapshot *before,
                  HealReport **ret, size_t *ret_n);
 
 /*
