@@ -422,6 +422,8 @@ typedef struct Pending {
         NamespaceView v;
         PendingState state;
         bool want_sees_root, sees_root;
+        uint64_t root_mnt_id, root_ino;   /* its root, as the scan opened it (0: unknown) */
+        dev_t root_dev;
 } Pending;
 
 typedef struct Scan {
@@ -517,9 +519,15 @@ static void pending_unreadable(Pending *p, int error, char *text) {
         p->state = PENDING_KEEP;
 }
 
+/* Not kept: its pidfd goes now. A scan holds descriptors only for the namespaces it keeps. */
+static void pending_drop(Pending *p) {
+        p->state = PENDING_DROP;
+        p->v.pidfd = safe_close(p->v.pidfd);
+}
+
 static void pending_walked(Pending *p, int r, const WalkResult *w) {
         if (r == -ENOENT || r == -ESRCH || r == -ENOTDIR) {
-                p->state = PENDING_DROP;        /* vanished, or no such directory */
+                pending_drop(p);        /* vanished, or no such directory */
                 return;
         }
         if (r < 0) {
@@ -575,17 +583,33 @@ void ns_followers_done(NsFollowers *f) {
 
 /* Takes over what the scan before found of @p's namespace, if it is still the same process's. */
 static bool follower_reuse(Scan *s, Pending *p, int *ret_root_fd) {
+        struct statx sx;
+        char path[64];
         NsFollower *f;
         size_t *i;
 
         if (!s->spec->followers_in || !(i = ino_map_get(&s->followers, p->v.ns_ino)))
                 return false;
         f = &s->spec->followers_in->list[*i];
-        /* Alive now, so it had its pid when its root was opened, and when its ns/mnt was read. */
-        if (f->pid != p->v.pid || f->pidfd < 0 || f->root_fd < 0 || pidfd_check_alive(f->pidfd) < 0)
+        if (f->pid != p->v.pid || f->pidfd < 0 || f->root_fd < 0)
+                return false;
+        /* Its root now: the same mount and directory as the one kept (mount IDs are not
+         * reused while the kept fd holds that mount). */
+        snprintf(path, sizeof(path), "/proc/%d/root", (int) p->v.pid);
+        if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT, STATX_INO | STATX_MNT_ID, &sx) < 0 ||
+            (sx.stx_mask & (STATX_INO | STATX_MNT_ID)) != (STATX_INO | STATX_MNT_ID) ||
+            sx.stx_mnt_id != f->root_mnt_id || sx.stx_ino != f->root_ino ||
+            makedev(sx.stx_dev_major, sx.stx_dev_minor) != f->root_dev)
+                return false;
+        /* Alive after all that: it had its pid when its ns/mnt was read (this scan) and when
+         * its root was looked at, so the namespace and the root are its own. */
+        if (pidfd_check_alive(f->pidfd) < 0)
                 return false;
         p->v.pidfd = TAKE_FD(f->pidfd);
         *ret_root_fd = TAKE_FD(f->root_fd);
+        p->root_mnt_id = f->root_mnt_id;
+        p->root_ino = f->root_ino;
+        p->root_dev = f->root_dev;
         p->v.own_root = f->own_root;
         p->want_sees_root = f->want_sees_root;
         p->sees_root = f->sees_root;
@@ -597,7 +621,7 @@ static bool follower_reuse(Scan *s, Pending *p, int *ret_root_fd) {
 static bool follower_keep(Scan *s, Pending *p, int *root_fd) {
         NsFollowers *out = s->spec->followers_out;
 
-        if (!out || out->n >= s->followers_max || p->v.pidfd < 0 || *root_fd < 0)
+        if (!out || out->n >= s->followers_max || p->v.pidfd < 0 || *root_fd < 0 || p->root_mnt_id == 0)
                 return false;
         if (out->n == out->allocated) {
                 size_t k = out->allocated ? 2 * out->allocated : 64;
@@ -613,6 +637,9 @@ static bool follower_keep(Scan *s, Pending *p, int *root_fd) {
                 .pid = p->v.pid,
                 .pidfd = TAKE_FD(p->v.pidfd),
                 .root_fd = TAKE_FD(*root_fd),
+                .root_mnt_id = p->root_mnt_id,
+                .root_ino = p->root_ino,
+                .root_dev = p->root_dev,
                 .own_root = p->v.own_root,
                 .want_sees_root = p->want_sees_root,
                 .sees_root = p->sees_root,
@@ -624,7 +651,7 @@ static bool follower_keep(Scan *s, Pending *p, int *root_fd) {
  * The part of a namespace that never blocks: its pidfd, its root, where it
  * names the hierarchy, and the walk if the dentry cache can answer it.
  */
-static void pending_start(Scan *s, Pending *p) {
+static void pending_read(Scan *s, Pending *p) {
         _cleanup_close_ int root_fd = -EBADF;
         const NsScanSpec *spec = s->spec;
         const Stuck *stuck;
@@ -642,8 +669,8 @@ static void pending_start(Scan *s, Pending *p) {
          * still there once a view is kept (scan_pending() checks). */
         if (p->v.pidfd < 0) {
                 r = pidfd_open_above_stdio(p->v.pid);
-                if (r == -ESRCH)
-                        return;         /* gone */
+                if (r == -ESRCH || r == -EINVAL)
+                        return;         /* gone (EINVAL: the pid is a thread's by now) */
                 if (r < 0) {
                         /* Out of file descriptors or memory: the namespace is there, and may
                          * be one of ours. Unreadable, said so, never taken for gone. */
@@ -656,8 +683,15 @@ static void pending_start(Scan *s, Pending *p) {
                 root_fd = proc_open(p->v.pid, "root", O_PATH | O_DIRECTORY);
                 if (root_fd == -ENOENT || root_fd == -ESRCH)
                         return;
-                if (root_fd >= 0 && fd_statx(root_fd, STATX_INO, &sx) >= 0)
+                if (root_fd >= 0 && statx(root_fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT,
+                                          STATX_INO | STATX_MNT_ID, &sx) >= 0 && (sx.stx_mask & STATX_INO)) {
                         p->v.own_root = !statx_is(&sx, &s->slash);
+                        if (sx.stx_mask & STATX_MNT_ID) {
+                                p->root_mnt_id = sx.stx_mnt_id;
+                                p->root_ino = sx.stx_ino;
+                                p->root_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+                        }
+                }
         }
 
         /* A container names the hierarchy relative to its own root. */
@@ -706,14 +740,18 @@ static void pending_start(Scan *s, Pending *p) {
         pending_walked(p, r, &w);
         if (reused && p->state == PENDING_KEEP)
                 p->sees_root = sees_root;
-        /* One that follows is done with: its pidfd goes now (or to the next scan), so that a
-         * scan holds file descriptors only for the namespaces it keeps, not for every one. */
+        /* One that follows is done with: its pidfd goes now (pending_start()), or to the next scan. */
         if (p->state == PENDING_KEEP && (!p->want_sees_root || p->sees_root) && pending_follows(s, p)) {
                 p->state = PENDING_DROP;
                 s->n_following++;
-                if (!follower_keep(s, p, &root_fd))
-                        p->v.pidfd = safe_close(p->v.pidfd);
+                (void) follower_keep(s, p, &root_fd);
         }
+}
+
+static void pending_start(Scan *s, Pending *p) {
+        pending_read(s, p);
+        if (p->state == PENDING_DROP)
+                pending_drop(p);
 }
 
 /* In the worker: one deferred namespace, any lookup it takes. */
@@ -906,7 +944,7 @@ static void pending_confirm(Scan *s, Pending *p) {
         s->n_tables++;
         r = namespace_view_mount_table(&p->v, s->budget, &tb);
         if (r == -ESRCH) {
-                p->state = PENDING_DROP;
+                pending_drop(p);
                 return;
         }
         if (r == -E2BIG || r == -ETIMEDOUT) {
@@ -938,11 +976,11 @@ static void pending_settle(Scan *s, Pending *p) {
         if (p->state != PENDING_KEEP || p->v.error < 0)
                 return;
         if (p->want_sees_root && !p->sees_root) {
-                p->state = PENDING_DROP;        /* another test host's namespace */
+                pending_drop(p);        /* another test host's namespace */
                 return;
         }
         if (pending_follows(s, p)) {
-                p->state = PENDING_DROP;
+                pending_drop(p);
                 s->n_following++;
                 return;
         }
@@ -959,7 +997,7 @@ static void pending_settle(Scan *s, Pending *p) {
                 if (candidate)
                         log_debug("%s: pid %d shows device %u:%u, a number one of our past overlays had: not "
                                   "ours now.", spec->path, (int) p->v.pid, major(p->v.dev), minor(p->v.dev));
-                p->state = PENDING_DROP;
+                pending_drop(p);
         }
 }
 
@@ -1120,9 +1158,9 @@ static int scan_init(Scan *s, const NsScanSpec *spec, ScanBudget *fallback) {
         if (spec->followers_out) {
                 struct rlimit rl;
 
-                /* Two descriptors each, in at most half of what the limit leaves above 1024. */
+                /* Two descriptors each, in at most a quarter of what the limit leaves above 1024. */
                 if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 1024)
-                        s->followers_max = (size_t) (rl.rlim_cur - 1024) / 4;
+                        s->followers_max = (size_t) (rl.rlim_cur - 1024) / 8;
         }
         return 0;
 }

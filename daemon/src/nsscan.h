@@ -237,18 +237,24 @@ typedef enum NsScanFlags {
  * next scan of the same hierarchy in the same run: a refresh scans before
  * its swap (to pin what the swap would loosen) and again after it (to find
  * who did not follow), and most namespaces are the same both times. The
- * scan after takes over each one's pidfd and root, when the same process is
- * still the first found in it and still alive, and only walks the hierarchy
- * again: no pidfd_open(), no open of /proc/PID/root, no check of the root
- * prefix. Whether it follows is decided afresh; nothing else carries over.
- * Two descriptors each, and only while at most half of what RLIMIT_NOFILE
- * leaves above 1024 is in use: a scan never runs short for keeping them.
+ * scan after takes over each one's pidfd and root, and with the root what
+ * was learnt of it (a container's own or ours, and under a root prefix
+ * whether it sees the prefix), when the same process is still the first
+ * found in that namespace, its root is still the same mount and directory
+ * (a statx() of /proc/PID/root: a setns(), chroot() or pivot_root() since
+ * makes it another), and its pidfd says it is still alive afterwards. It
+ * then walks the hierarchy again from that root: whether the namespace
+ * follows is decided afresh. It saves a pidfd_open(), the open and close of
+ * /proc/PID/root, and the walk to the root prefix. Two descriptors each, in
+ * at most a quarter of what RLIMIT_NOFILE leaves above 1024.
  */
 typedef struct NsFollower {
         uint64_t ns_ino;
         pid_t pid;
         int pidfd;                   /* taken before root_fd was opened */
         int root_fd;                 /* /proc/PID/root, O_PATH */
+        uint64_t root_mnt_id, root_ino;   /* ... which mount and directory it is */
+        dev_t root_dev;
         bool own_root, want_sees_root, sees_root;
 } NsFollower;
 

@@ -177,7 +177,8 @@ static void print_namespace(const HierarchyReport *h, const HealReport *n, FILE 
         _cleanup_free_ char *who = namespace_view_who(&n->view), *comm = name_escape(n->view.comm);
         char want[32];
 
-        /* Of a view that could not be read, with no wish on record, nothing is known. */
+        /* Of a view that could not be read, no flags are known; a wish on record (one is only
+         * recorded beyond the host's flags, so never none) is what it wants. */
         fprintf(f, "%s: %s (pid %d, %s) did not follow (%s, wants %s): %s\n", h->hierarchy, strna(who),
                 (int) n->view.pid, strna(comm), heal_action_to_string(n->action),
                 n->view.error < 0 && n->want_attr == 0 ? "unknown" :

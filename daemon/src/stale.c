@@ -405,8 +405,10 @@ int stale_before_swap(const StaleHierarchy *h, const dev_t *ours, size_t n_ours,
                 return r;
         (void) wants_load(h, &old, &n_old);
         r = scan(h, st.st_dev, host_attr, ours, n_ours, old, n_old, &s.followers, NULL, &s.views, &s.n_views);
-        if (r < 0)
+        if (r < 0) {
+                stale_snapshot_done(&s);        /* the followers it kept before it failed */
                 return r;
+        }
         r = wants_update(h, old, n_old, s.views, s.n_views, host_attr, &s.wants);
         if (r < 0) {
                 stale_snapshot_done(&s);

@@ -15,6 +15,14 @@
  *   tuckd-heal-tool view PID ROOT HIERARCHY
  *
  * prints one namespace's view (dev, mount id, flags).
+ *
+ *   tuckd-heal-tool handover ROOT HIERARCHY
+ *
+ * scans HIERARCHY twice as a refresh does around its swap, the second scan
+ * taking over from the first (NsFollowers, nsscan.h), with no swap between:
+ * after the first it prints "first done" and waits for a line on stdin, so
+ * a test can change a namespace meanwhile. Each scan's debug line goes to
+ * stderr ("N following, ... K known from the scan before").
  */
 
 #include <fcntl.h>
@@ -27,6 +35,8 @@
 #include <sys/sysmacros.h>
 
 #include "heal.h"
+#include "log.h"
+#include "nsscan.h"
 #include "macro.h"
 #include "mount-api.h"
 #include "mountinfo.h"
@@ -136,12 +146,47 @@ static int verb_swap(const char *root, const char *hierarchy, const char *source
         return 0;
 }
 
+static int verb_handover(const char *root, const char *hierarchy) {
+        _cleanup_(ns_followers_done) NsFollowers followers = {};
+        NamespaceView *views = NULL;
+        size_t n = 0;
+        char line[16];
+        struct stat st;
+        int r;
+
+        if (stat(hierarchy, &st) < 0)
+                return negative_errno();
+        NsScanSpec spec = {
+                .root = root, .path = hierarchy, .live = st.st_dev,
+                .flags = NSSCAN_SKIP_SELF | NSSCAN_SKIP_FOLLOWING, .followers_out = &followers,
+        };
+        r = path_get_mount_attr(AT_FDCWD, hierarchy, &spec.host_attr);
+        if (r < 0)
+                return r;
+        log_set_max_level(LOG_DEBUG);
+        r = namespaces_scan(&spec, &views, &n);
+        namespace_views_free(views, n);
+        if (r < 0)
+                return r;
+        printf("first done\n");
+        fflush(stdout);
+        if (!fgets(line, sizeof(line), stdin))
+                return -EPIPE;
+        spec.followers_out = NULL;
+        spec.followers_in = &followers;
+        r = namespaces_scan(&spec, &views, &n);
+        namespace_views_free(views, n);
+        return r;
+}
+
 int main(int argc, char **argv) {
         NamespaceView v;
         int r;
 
         if (argc >= 6 && strcmp(argv[1], "swap") == 0)
                 r = verb_swap(argv[2], argv[3], argv[4], strcmp(argv[5], "heal") == 0, argv + 6, argc - 6);
+        else if (argc == 4 && strcmp(argv[1], "handover") == 0)
+                r = verb_handover(argv[2], argv[3]);
         else if (argc == 5 && strcmp(argv[1], "view") == 0) {
                 r = namespace_view_read(atoi(argv[2]), argv[3], argv[4], &v);
                 if (r >= 0) {
@@ -161,7 +206,8 @@ int main(int argc, char **argv) {
                         namespace_view_done(&v);
                 }
         } else {
-                fprintf(stderr, "usage: %s swap ROOT HIERARCHY SOURCE heal|report [OLD...] | view PID ROOT HIERARCHY\n", argv[0]);
+                fprintf(stderr, "usage: %s swap ROOT HIERARCHY SOURCE heal|report [OLD...] | view PID ROOT HIERARCHY | "
+                        "handover ROOT HIERARCHY\n", argv[0]);
                 return 2;
         }
         if (r < 0) {
