@@ -24,7 +24,8 @@ files() {
 
 probe_start() {
         rm -f "$ROOT/tmp/probe.ready"
-        "$TUCK_PROBE" --tag="$1" --ready="$ROOT/tmp/probe.ready" --output="$ROOT/tmp/probe-$1.json" $(files) &
+        # nice 19, as in tuckd-lib.sh's start_probe.
+        nice -n 19 "$TUCK_PROBE" --tag="$1" --ready="$ROOT/tmp/probe.ready" --output="$ROOT/tmp/probe-$1.json" $(files) &
         PROBE=$!
         while [[ ! -e $ROOT/tmp/probe.ready ]]; do sleep 0.01; done
 }
