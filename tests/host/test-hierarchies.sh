@@ -140,7 +140,7 @@ conf '[Sysext]' 'Hierarchies=/usr'
 # /usr/park, though /usr is the hierarchy). It moves it by fds, on a private tmpfs of its own: a mount whose
 # parent is shared (the test's root) cannot be moved.
 flip() {
-        local mode=$1 calls=$2 wrong=0 right=0 flipper out path
+        local mode=$1 calls=$2 wrong right flipper paths
         rm -f "$ROOT/tmp/flip.stop"
         python3 - "$mode" "$ROOT/usr" "$ROOT/tmp/flip.stop" <<'PY' &
 import ctypes, os, sys
@@ -180,7 +180,7 @@ PY
         done
         touch "$ROOT/tmp/flip.stop"
         wait "$flipper"
-        path=$(python3 - "$ROOT/tmp/flip.status" <<'PY'
+        paths=$(python3 - "$ROOT/tmp/flip.status" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     path = ""
@@ -193,9 +193,9 @@ for line in open(sys.argv[1]):
     print(path if path else "-")
 PY
 )
-        right=$(grep -cxF -- "$ROOT/usr" <<<"$path") || true
+        right=$(grep -cxF -- "$ROOT/usr" <<<"$paths") || true
         wrong=$((calls - right))
-        ((wrong == 0)) || diag "status named /usr otherwise: $(paste -d '|' <(echo "$path") "$ROOT/tmp/flip.status" | grep -vF -- "$ROOT/usr|" | head -n 3)"
+        ((wrong == 0)) || diag "status named /usr otherwise: $(paste -d '|' <(echo "$paths") "$ROOT/tmp/flip.status" | grep -vF -- "$ROOT/usr|" | head -n 3)"
         diag "$mode: $calls status calls while the top moved $(cat "$ROOT/tmp/flip.stop.count") times: $right named $ROOT/usr"
         expect_eq "$mode: every status named $ROOT/usr, none another path or none" "$wrong" 0
         expect_eq "$mode: the loop left nothing mounted" "$(host_mountinfo)" "$before"
