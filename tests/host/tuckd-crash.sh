@@ -6,9 +6,10 @@
 # merge, refresh (with the heals it does in namespaces that stayed behind),
 # rollback (an older image with RefreshEx's allow-downgrade-names, the
 # operator's recorded decision), unmerge and its own start-up recovery, the
-# moment a heal is seen inside a namespace, and by seccomp at the moment it
-# writes a state file (tuck-fault --kill: fsync() of the temporary, or the
-# rename() that would replace the file). Then restarted, many times.
+# moment a heal is seen inside a namespace, and at the moment it writes a
+# state file (tuck-fault --kill-armed: at fsync() of the temporary, or the
+# rename() that would replace the file; in start-up or in the refresh that
+# merges a new image). Then restarted, many times.
 #
 # tuck.conf keeps the default policy (no AllowDowngrade=): every image
 # dropped is a new, higher version, built as it is needed, and only the
@@ -362,24 +363,43 @@ kind_startup() {
         sleep_ms $((RANDOM % 300))
 }
 
-# Killed by seccomp as it writes a state file: at fsync() of the temporary,
-# or at the rename() over the file.
+# Killed as it writes a state file: at fsync() of the temporary, or at the
+# rename() over the file, one of the first three such calls. Half the time
+# armed from the start: start-up's refresh writes state files even when
+# nothing changed (staging.json, the namespaces' wishes), so that is where
+# such a kill lands. Half the time armed once tuckd is ready: in the
+# refresh that merges a new image, between mounting it and recording it.
 kind_write() {
-        local sys n
+        local sys n arm=$W/write.arm
         sys=$( ((RANDOM % 2)) && echo fsync || echo rename)
         kill_where+=" kill-at-$sys"
         kill_group
         n=$(($(ready_count) + 1))
-        launch "$TUCK_FAULT" --kill="$sys" --
-        # Start-up writes only what it repairs; then the refresh writes.
-        await_ready "$n" || kill_where+=" during-start-up"
+        rm -f "$arm"
+        if ((RANDOM % 2)); then
+                : >"$arm"
+        fi
+        launch "$TUCK_FAULT" --kill-armed="$sys" --arm-file="$arm" --arm-skip=$((RANDOM % 3)) --
+        if await_ready "$n"; then
+                : >"$arm"
+        else
+                kill_where+=" during-start-up"
+                write_kills_startup=$((write_kills_startup + 1))
+        fi
         before=("${active[@]}")
         drop_next
         after=("${on_disk[@]}")
         async_call Refresh t 0
         wait "$caller" 2>/dev/null || true
         caller=
+        if kill -0 "$TUCKD_PID" 2>/dev/null; then
+                # Fewer such calls than the skip, or a forked child's was the one.
+                kill_where+=" tuckd-not-killed-at-write"
+        elif [[ $kill_where != *during-start-up* ]]; then
+                write_kills_refresh=$((write_kills_refresh + 1))
+        fi
 }
+write_kills_startup=0 write_kills_refresh=0
 
 # An operator's rollback: b's image goes back to an older version (one
 # below what runs, or further), allowed for b alone, as `tuckctl refresh
@@ -529,6 +549,11 @@ done
 diag "kills by kind: $(for k in "${!kinds[@]}"; do printf '%s %s, ' "$k" "${kinds[$k]}"; done)"
 diag "kills found: $(for k in "${!where[@]}"; do printf '%s %s, ' "$k" "${where[$k]}"; done)"
 diag "a heal inside another namespace at $inside_heal kills, tuckd in its staging namespace at $inside_staging, between a state file's write and its rename at $inside_write"
+# The write kind reaches both: start-up's writes and a refresh's (a kill
+# that never lands there, e.g. tuck-fault's supervisor gone and every armed
+# call failing with ENOSYS instead, would go unnoticed otherwise).
+check "kills at a state file write: $write_kills_startup in start-up, $write_kills_refresh in a refresh (both, from ${kinds[write]:-0} of that kind)" \
+        test "${kinds[write]:-0}" -lt 8 -o "$write_kills_startup" -gt 0 -a "$write_kills_refresh" -gt 0
 check "$((run > RUNS ? RUNS : run)) kills: tuckd came back after every one" test "$not_ready" -eq 0 -a "$run" -gt "$RUNS"
 check "after every kill: old or new, never base (unless old or new) or missing ($bad not)" test "$bad" -eq 0
 check "after every kill: the state files load and the record holds old or new ($bad_state not)" test "$bad_state" -eq 0
