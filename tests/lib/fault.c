@@ -43,6 +43,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "swap.h"   /* send_fd(), receive_fd(): libtuck's SCM_RIGHTS helpers */
+
 #define MOVE_MOUNT_BENEATH 0x00000200
 
 static const struct { const char *name; int value; } errnos[] = {
@@ -96,38 +98,6 @@ bad:
         fprintf(stderr, "tuck-fault: bad rule '%s' (SYSCALL%s[:ARG=VALUE|:ARG&MASK])\n", spec, kill ? "" : ":ERRNO");
         free(copy);
         return -EINVAL;
-}
-
-/* The listener's file descriptor, over a socket (SCM_RIGHTS). */
-static int send_fd(int sock, int fd) {
-        char buf[CMSG_SPACE(sizeof(int))] = {};
-        char byte = 0;
-        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof(buf) };
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
-}
-
-static int receive_fd(int sock) {
-        char buf[CMSG_SPACE(sizeof(int))] = {};
-        char byte;
-        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof(buf) };
-        struct cmsghdr *c;
-        int fd;
-
-        if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
-                return -1;
-        c = CMSG_FIRSTHDR(&msg);
-        if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-                return -1;
-        memcpy(&fd, CMSG_DATA(c), sizeof(int));
-        return fd;
 }
 
 /*
