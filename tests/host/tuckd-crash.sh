@@ -370,7 +370,7 @@ kind_startup() {
 # such a kill lands. Half the time armed once tuckd is ready: in the
 # refresh that merges a new image, between mounting it and recording it.
 kind_write() {
-        local sys n arm=$W/write.arm
+        local sys n arm=$W/write.arm started=0
         sys=$( ((RANDOM % 2)) && echo fsync || echo rename)
         kill_where+=" kill-at-$sys"
         kill_group
@@ -382,6 +382,7 @@ kind_write() {
         launch "$TUCK_FAULT" --kill-armed="$sys" --arm-file="$arm" --arm-skip=$((RANDOM % 3)) --
         if await_ready "$n"; then
                 : >"$arm"
+                started=1
         else
                 kill_where+=" during-start-up"
                 write_kills_startup=$((write_kills_startup + 1))
@@ -395,7 +396,7 @@ kind_write() {
         if kill -0 "$TUCKD_PID" 2>/dev/null; then
                 # Fewer such calls than the skip, or a forked child's was the one.
                 kill_where+=" tuckd-not-killed-at-write"
-        elif [[ $kill_where != *during-start-up* ]]; then
+        elif ((started)); then
                 write_kills_refresh=$((write_kills_refresh + 1))
         fi
 }
