@@ -47,6 +47,16 @@ tap_done() {
         ((TAP_FAILED == 0))
 }
 
+# ---------------------------------------------------------------- sizes
+# stress_size CI SOAK: how many kills, refreshes or rounds a stress test
+# runs. CI's size by default; with TUCK_SOAK=1, the soak's (a long run on a
+# machine of its own, tests/README.md). Every check holds at either size, and
+# the seeds are random, so CI's runs add up. A test's own variable
+# (TUCKD_CRASH_RUNS, ...) overrides both.
+stress_size() {
+        if [[ ${TUCK_SOAK:-0} == 1 ]]; then echo "$2"; else echo "$1"; fi
+}
+
 # ---------------------------------------------------------------- the test's namespace
 # enter_test_ns private|slave "$@": re-run this script as root in a new mount
 # namespace, so nothing it mounts reaches the machine. "private" also keeps

@@ -21,14 +21,14 @@
 # plain refresh (no flag) recovers and leaves them as they were: a rollback
 # that was recorded is honoured, one that was not stays refused (foo held
 # back). Every twentieth kill also simulates a reboot (unmerge, a fresh
-# /run, merge) and checks the same. TUCK_CRASH_RUNS (default 60 per phase,
-# 120 kills in all) and TUCK_CRASH_SEED replay.
+# /run, merge) and checks the same. TUCK_CRASH_RUNS (default 30 per phase,
+# 60 kills in all; 60 per phase with TUCK_SOAK=1) and TUCK_CRASH_SEED replay.
 # The order of the writes is checked in the trace too: versions.json's temp
 # file fsync()ed, renamed, its directory fsync()ed, all before the swap.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-RUNS=${TUCK_CRASH_RUNS:-60}
+RUNS=${TUCK_CRASH_RUNS:-$(stress_size 30 60)}
 SEED=${TUCK_CRASH_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
 RANDOM=$SEED
 diag "seed $SEED, $RUNS kills per phase (replay: TUCK_CRASH_SEED=$SEED TUCK_CRASH_RUNS=$RUNS)"

@@ -3,7 +3,7 @@
 #
 # The window probe. Readers in the host namespace and in service (slave)
 # namespaces read the probe files of /usr, /opt and /etc as fast as they can
-# while tuck refreshes N times (default 200), alternating two image sets whose
+# while tuck refreshes N times (default 100, 200 with TUCK_SOAK=1), alternating two image sets whose
 # probe files say generation=A / generation=B (sysext) and CA / CB (confext).
 # Any read of generation=base or of a missing file is an exposure.
 #
@@ -19,7 +19,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-REFRESHES=${TUCK_PROBE_REFRESHES:-200}
+REFRESHES=${TUCK_PROBE_REFRESHES:-$(stress_size 100 200)}
 
 files() {
         echo "$ROOT/usr/lib/tuck-probe/generation" "$ROOT/opt/tuck-probe/generation" "$ROOT/etc/tuck-probe/generation"

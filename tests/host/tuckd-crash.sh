@@ -43,15 +43,16 @@
 # the kill's moment is known exactly: how many kills found a heal inside
 # another namespace, or tuckd between writing a state file and renaming it.
 #
-# TUCKD_CRASH_RUNS (default 300) and TUCKD_CRASH_SEED (default: random) steer
-# it; the seed is printed so a failure can be replayed.
+# TUCKD_CRASH_RUNS (default 100; 300 with TUCK_SOAK=1) and TUCKD_CRASH_SEED
+# (default: random) steer it; the seed is printed so a failure can be
+# replayed.
 
 . "$(dirname "$0")"/tuckd-lib.sh
 tuck_enter_ns "$@"
 tuck_setup_root
 
 CRASH_STATE=$TUCK_BUILD/tests/host/crash-state
-RUNS=${TUCKD_CRASH_RUNS:-300}
+RUNS=${TUCKD_CRASH_RUNS:-$(stress_size 100 300)}
 SEED=${TUCKD_CRASH_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
 RANDOM=$SEED
 diag "seed $SEED, $RUNS kills (replay: TUCKD_CRASH_SEED=$SEED TUCKD_CRASH_RUNS=$RUNS)"
@@ -364,11 +365,12 @@ kind_startup() {
 }
 
 # Killed as it writes a state file: at fsync() of the temporary, or at the
-# rename() over the file, one of the first three such calls. Half the time
-# armed from the start: start-up's refresh writes state files even when
-# nothing changed (staging.json, the namespaces' wishes), so that is where
-# such a kill lands. Half the time armed once tuckd is ready: in the
-# refresh that merges a new image, between mounting it and recording it.
+# rename() over the file, one of the first three such calls. Every other
+# time (so that a short campaign has both) armed from the start: start-up's
+# refresh writes state files even when nothing changed (staging.json, the
+# namespaces' wishes), so that is where such a kill lands. Otherwise armed
+# once tuckd is ready: in the refresh that merges a new image, between
+# mounting it and recording it.
 kind_write() {
         local sys n arm=$W/write.arm started=0
         sys=$( ((RANDOM % 2)) && echo fsync || echo rename)
@@ -376,7 +378,7 @@ kind_write() {
         kill_group
         n=$(($(ready_count) + 1))
         rm -f "$arm"
-        if ((RANDOM % 2)); then
+        if ((write_armed_early++ % 2 == 0)); then
                 : >"$arm"
         fi
         launch "$TUCK_FAULT" --kill-armed="$sys" --arm-file="$arm" --arm-skip=$((RANDOM % 3)) --
@@ -400,7 +402,7 @@ kind_write() {
                 write_kills_refresh=$((write_kills_refresh + 1))
         fi
 }
-write_kills_startup=0 write_kills_refresh=0
+write_kills_startup=0 write_kills_refresh=0 write_armed_early=0
 
 # An operator's rollback: b's image goes back to an older version (one
 # below what runs, or further), allowed for b alone, as `tuckctl refresh
