@@ -50,7 +50,7 @@ tap_done() {
 # ---------------------------------------------------------------- sizes
 # stress_size CI SOAK: how many kills, refreshes or rounds a stress test
 # runs. CI's size by default; with TUCK_SOAK=1, the soak's (a long run on a
-# machine of its own, tests/README.md). Every check holds at either size, and
+# machine of its own, README.md "Tests"). Every check holds at either size, and
 # the seeds are random, so CI's runs add up. A test's own variable
 # (TUCKD_CRASH_RUNS, ...) overrides both.
 stress_size() {

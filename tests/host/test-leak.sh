@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# 400 refreshes (1,000 with TUCK_SOAK=1; TUCK_LEAK_REFRESHES) in one process, alternating two image
-# sets (sysext + confext), each time as fresh copies (new loop devices every
-# refresh), with a service namespace attached: mounts, staging mounts, loop
-# devices and open fds after the last equal those after the first.
+# 400 refreshes (1,000 with TUCK_SOAK=1; TUCK_LEAK_REFRESHES) in one
+# process, alternating two image sets (sysext + confext), each time as fresh
+# copies (new loop devices every refresh), with a service namespace
+# attached: mounts, staging mounts, loop devices and open fds after the last
+# equal those after the first.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 

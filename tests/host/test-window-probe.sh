@@ -3,8 +3,9 @@
 #
 # The window probe. Readers in the host namespace and in service (slave)
 # namespaces read the probe files of /usr, /opt and /etc as fast as they can
-# while tuck refreshes N times (default 100, 200 with TUCK_SOAK=1), alternating two image sets whose
-# probe files say generation=A / generation=B (sysext) and CA / CB (confext).
+# while tuck refreshes N times (default 100, 200 with TUCK_SOAK=1),
+# alternating two image sets whose probe files say generation=A /
+# generation=B (sysext) and CA / CB (confext).
 # Any read of generation=base or of a missing file is an exposure.
 #
 #   tuck (MOVE_MOUNT_BENEATH):        exposures must be 0 for /usr, /opt, /etc
