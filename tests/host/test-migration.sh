@@ -30,9 +30,14 @@ probe_start() {
         while [[ ! -e $ROOT/tmp/probe.ready ]]; do sleep 0.01; done
 }
 
+# In this shell, not in a $(...) or <(...): only the probe's parent can wait
+# for it to write its results, and elsewhere `wait` returns at once.
 probe_stop() {
         kill -TERM "$PROBE"
         wait "$PROBE" || true
+}
+
+probe_result() {
         python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -56,7 +61,8 @@ for ((i = 1; i <= SYSEXT_REFRESHES; i++)); do
         if ((i % 2)); then install_img "$s2" foo; else install_img "$s1" foo; fi
         systemd-sysext --root="$ROOT" refresh >/dev/null
 done
-read -r reads exposures labels < <(probe_stop sysext)
+probe_stop
+read -r reads exposures labels < <(probe_result sysext)
 diag "systemd-sysext 252: $SYSEXT_REFRESHES refreshes, $reads reads, $exposures exposures (labels seen: $labels)"
 expect_eq "the container stayed on systemd-sysext's first overlay" \
         "$(ns_read "$ctr" /usr/lib/tuck-probe/generation)" S1
@@ -69,7 +75,8 @@ install_img "$t" foo
 probe_start takeover
 out=$(tuck refresh)
 sleep 0.2   # let the reader read the new generation too
-read -r reads exposures labels < <(probe_stop takeover)
+probe_stop
+read -r reads exposures labels < <(probe_result takeover)
 diag "$out"
 diag "takeover: $reads reads, $exposures exposures (labels seen: $labels)"
 check "tuck refresh takes systemd-sysext's overlay over" grep -q '^/usr: taken-over, generation 0 -> 1' <<<"$out"
