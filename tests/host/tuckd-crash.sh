@@ -378,7 +378,7 @@ kind_write() {
         kill_group
         n=$(($(ready_count) + 1))
         rm -f "$arm"
-        if ((write_armed_early++ % 2 == 0)); then
+        if ((write_kinds_done++ % 2 == 0)); then
                 : >"$arm"
         fi
         launch "$TUCK_FAULT" --kill-armed="$sys" --arm-file="$arm" --arm-skip=$((RANDOM % 3)) --
@@ -402,7 +402,7 @@ kind_write() {
                 write_kills_refresh=$((write_kills_refresh + 1))
         fi
 }
-write_kills_startup=0 write_kills_refresh=0 write_armed_early=0
+write_kills_startup=0 write_kills_refresh=0 write_kinds_done=0
 
 # An operator's rollback: b's image goes back to an older version (one
 # below what runs, or further), allowed for b alone, as `tuckctl refresh
