@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "carry.h"
@@ -24,9 +25,12 @@
 
 typedef struct Entry {
         int id, parent;
-        bool direct;            /* sits on the top, below the hierarchy */
+        char decides;           /* what it is, with everything below it (UNDECIDED: ask its parent) */
         struct libmnt_fs *fs;
 } Entry;
+
+/* What a mount is to a classification: below which of the mounts asked about, or outside them. */
+enum { UNDECIDED, OUTSIDE, BELOW_TOP, BELOW_OTHER };
 
 static int entry_cmp(const void *a, const void *b) {
         const Entry *x = a, *y = b;
@@ -49,8 +53,6 @@ static bool below(const char *target, const char *path) {
         return rel && rel[0] == '/' && rel[strspn(rel, "/")] != 0;
 }
 
-enum { UNKNOWN, CARRIED, NOT_CARRIED };
-
 static Entry *entry_parent(Entry *e, size_t n, const Entry *x) {
         Entry *p = entry_find(e, n, x->parent);
 
@@ -58,32 +60,78 @@ static Entry *entry_parent(Entry *e, size_t n, const Entry *x) {
 }
 
 /*
- * Whether entry @i is carried: a direct child, or below one. Walks up its
- * parents until one is decided, then marks the whole way with the answer,
- * so every entry is walked past once. A chain longer than the table loops
- * (a table read while mounts came and went): -ELOOP.
+ * The table's mounts as entries sorted by ID, each with what @decide says
+ * of it (a mount it decides for decides for everything below it too).
  */
-static int entry_carried(Entry *e, size_t n, char *state, size_t i) {
-        char verdict = NOT_CARRIED;
+static int entries_read(struct libmnt_table *tb, char (*decide)(struct libmnt_fs *fs, const void *userdata),
+                        const void *userdata, Entry **ret, size_t *ret_n) {
+        _cleanup_free_ Entry *e = NULL;
+        struct libmnt_iter *it;
+        struct libmnt_fs *fs;
+        size_t n = 0, cap = (size_t) mnt_table_get_nents(tb);
+
+        e = calloc(cap ?: 1, sizeof(Entry));
+        it = mnt_new_iter(MNT_ITER_FORWARD);
+        if (!e || !it) {
+                mnt_free_iter(it);
+                return -ENOMEM;
+        }
+        while (n < cap && mnt_table_next_fs(tb, it, &fs) == 0)
+                e[n++] = (Entry) {
+                        .id = mnt_fs_get_id(fs),
+                        .parent = mnt_fs_get_parent_id(fs),
+                        .decides = decide(fs, userdata),
+                        .fs = fs,
+                };
+        mnt_free_iter(it);
+        qsort(e, n, sizeof(Entry), entry_cmp);
+        *ret = TAKE_PTR(e);
+        *ret_n = n;
+        return 0;
+}
+
+/*
+ * What entry @i is: what the first mount on the way up from it that decides
+ * says, OUTSIDE if none does. Walks up its parents until one is known, then
+ * marks the whole way with the answer, so every entry is walked past once. A
+ * chain longer than the table loops (a table read while mounts came and
+ * went): -ELOOP.
+ */
+static int entry_class(Entry *e, size_t n, char *state, size_t i) {
+        char verdict = OUTSIDE;
         Entry *x = &e[i];
         size_t steps;
 
         for (steps = 0; steps <= n && x; steps++) {
-                if (state[x - e] != UNKNOWN) {
+                if (state[x - e] != UNDECIDED) {
                         verdict = state[x - e];
                         break;
                 }
-                if (x->direct) {
-                        verdict = CARRIED;
+                if (x->decides != UNDECIDED) {
+                        verdict = x->decides;
                         break;
                 }
                 x = entry_parent(e, n, x);
         }
         if (steps > n)
                 return -ELOOP;
-        for (x = &e[i]; x && state[x - e] == UNKNOWN; x = x->direct ? NULL : entry_parent(e, n, x))
+        for (x = &e[i]; x && state[x - e] == UNDECIDED; x = x->decides != UNDECIDED ? NULL : entry_parent(e, n, x))
                 state[x - e] = verdict;
-        return verdict == CARRIED;
+        return verdict;
+}
+
+typedef struct PlanAsk {
+        int top_id;
+        const char *path;
+} PlanAsk;
+
+/* Sits on the top, below the hierarchy: it and all below it are carried. */
+static char decide_carried(struct libmnt_fs *fs, const void *userdata) {
+        const PlanAsk *q = userdata;
+        const char *t = mnt_fs_get_target(fs);
+
+        return mnt_fs_get_parent_id(fs) == q->top_id && mnt_fs_get_id(fs) != q->top_id && t && below(t, q->path)
+                ? BELOW_TOP : UNDECIDED;
 }
 
 int carry_plan(struct libmnt_table *tb, int top_id, const char *path, char ***ret_places, unsigned *ret_n_mounts,
@@ -91,43 +139,27 @@ int carry_plan(struct libmnt_table *tb, int top_id, const char *path, char ***re
         _cleanup_strv_free_ char **places = NULL;
         _cleanup_free_ Entry *e = NULL;
         _cleanup_free_ char *state = NULL;
-        struct libmnt_iter *it;
-        struct libmnt_fs *fs;
-        size_t n = 0, cap = (size_t) mnt_table_get_nents(tb);
+        size_t n = 0;
         unsigned carried = 0;
         int r;
 
         r = mount_table_submounts(tb, top_id, path, &places);
         if (r < 0)
                 return r;
-        e = calloc(cap ?: 1, sizeof(Entry));
-        state = calloc(cap ?: 1, 1);
-        it = mnt_new_iter(MNT_ITER_FORWARD);
-        if (!e || !state || !it) {
-                mnt_free_iter(it);
+        r = entries_read(tb, decide_carried, &(PlanAsk) { .top_id = top_id, .path = path }, &e, &n);
+        if (r < 0)
+                return r;
+        state = calloc(n ?: 1, 1);
+        if (!state)
                 return -ENOMEM;
-        }
-        while (n < cap && mnt_table_next_fs(tb, it, &fs) == 0) {
-                const char *t = mnt_fs_get_target(fs);
-
-                e[n++] = (Entry) {
-                        .id = mnt_fs_get_id(fs),
-                        .parent = mnt_fs_get_parent_id(fs),
-                        .direct = mnt_fs_get_parent_id(fs) == top_id && mnt_fs_get_id(fs) != top_id && t &&
-                                  below(t, path),
-                        .fs = fs,
-                };
-        }
-        mnt_free_iter(it);
-        qsort(e, n, sizeof(Entry), entry_cmp);
 
         for (size_t i = 0; i < n; i++) {
                 const char *opt;
 
-                r = entry_carried(e, n, state, i);
+                r = entry_class(e, n, state, i);
                 if (r < 0)
                         return r;
-                if (r == 0)
+                if (r != BELOW_TOP)
                         continue;
                 if (++carried > CARRY_MAX_MOUNTS)
                         return -E2BIG;
@@ -142,6 +174,99 @@ int carry_plan(struct libmnt_table *tb, int top_id, const char *path, char ***re
         *ret_places = TAKE_PTR(places);
         *ret_n_mounts = carried;
         return 0;
+}
+
+typedef struct HalfwayAsk {
+        int top_id, under_id;
+} HalfwayAsk;
+
+/* The top's own mounts, and the ones on the mount under it but for the top. */
+static char decide_halfway(struct libmnt_fs *fs, const void *userdata) {
+        const HalfwayAsk *q = userdata;
+        int id = mnt_fs_get_id(fs), parent = mnt_fs_get_parent_id(fs);
+
+        if (id == q->top_id)
+                return OUTSIDE;
+        if (parent == q->top_id)
+                return BELOW_TOP;
+        if (parent == q->under_id)
+                return BELOW_OTHER;
+        return UNDECIDED;
+}
+
+/* A mount as a carried clone of it shows: place, file system, root, type, flags. */
+static char *mount_key(struct libmnt_fs *fs) {
+        dev_t d = mnt_fs_get_devno(fs);
+        char *k = NULL;
+
+        (void) asprintf_safe(&k, "%s\n%u:%u\n%s\n%s\n%s", strna(mnt_fs_get_target(fs)), major(d), minor(d),
+                             strna(mnt_fs_get_root(fs)), strna(mnt_fs_get_fstype(fs)),
+                             strna(mnt_fs_get_vfs_options(fs)));
+        return k;
+}
+
+/* Whether sorted @sub is a sub-multiset of sorted @set. */
+static bool strv_sorted_within(char **sub, char **set) {
+        for (; sub && *sub; sub++) {
+                int c = 1;
+
+                while (set && *set && (c = strcmp(*set, *sub)) < 0)
+                        set++;
+                if (c != 0)
+                        return false;
+                set++;
+        }
+        return true;
+}
+
+int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_id, unsigned *ret_kept) {
+        _cleanup_strv_free_ char **own = NULL, **under_own = NULL;
+        _cleanup_free_ Entry *e = NULL;
+        _cleanup_free_ char *state = NULL;
+        struct libmnt_fs *top, *under;
+        const char *opt;
+        size_t n = 0, counts[2] = {};
+        int r;
+
+        top = mount_table_find_id(tb, top_id);
+        under = top ? mount_table_find_id(tb, mnt_fs_get_parent_id(top)) : NULL;
+        if (!under || under == top || !streq_ptr(mnt_fs_get_target(under), mnt_fs_get_target(top)) ||
+            mnt_fs_get_devno(under) != dev)
+                return 0;
+        /* Received by propagation (the host's copy in a slave namespace), not attached by a swap. */
+        opt = mnt_fs_get_optional_fields(under);
+        if (opt && strstr(opt, "master:"))
+                return 0;
+
+        r = entries_read(tb, decide_halfway, &(HalfwayAsk) { .top_id = top_id, .under_id = mnt_fs_get_id(under) },
+                         &e, &n);
+        if (r < 0)
+                return r;
+        state = calloc(n ?: 1, 1);
+        if (!state)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                char ***l;
+
+                r = entry_class(e, n, state, i);
+                if (r < 0)
+                        return r;
+                if (r != BELOW_TOP && r != BELOW_OTHER)
+                        continue;
+                l = r == BELOW_TOP ? &own : &under_own;
+                if (++counts[r == BELOW_OTHER] > CARRY_MAX_MOUNTS)
+                        return 0;       /* more than a carry would take: not one of ours */
+                r = strv_consume(l, mount_key(e[i].fs));
+                if (r < 0)
+                        return r;
+        }
+        strv_sort(own);
+        strv_sort(under_own);
+        if (!strv_sorted_within(own, under_own))
+                return 0;
+        *ret_id = mnt_fs_get_id(under);
+        *ret_kept = (unsigned) counts[0];
+        return 1;
 }
 
 /* ---------------------------------------------------------------- in the private copy */
@@ -321,25 +446,12 @@ static int carry_enter_copy(Carry *c) {
 
 /* Our own (copied) mount table, through the procfs we were given. */
 static int read_table(Carry *c, struct libmnt_table **ret) {
-        _cleanup_mnt_table_ struct libmnt_table *tb = mnt_new_table();
-        FILE *f;
-        int fd, r;
+        int r = mount_table_read_at(c->spec->proc_fd, ret);
 
-        if (!tb)
-                return -ENOMEM;
-        fd = RET_NERRNO(openat(c->spec->proc_fd, "self/mountinfo", O_RDONLY | O_CLOEXEC));
-        if (fd < 0)
-                return carry_fail(c, fd, "cannot read the mount table: %s", strerror(-fd));
-        f = fdopen(fd, "re");
-        if (!f) {
-                safe_close(fd);
-                return -errno;
-        }
-        r = mnt_table_parse_stream(tb, f, "mountinfo");
-        fclose(f);
+        if (r == -EIO)
+                return carry_fail(c, r, "cannot parse the mount table");
         if (r < 0)
-                return carry_fail(c, r == -1 ? -EIO : r, "cannot parse the mount table");
-        *ret = TAKE_PTR(tb);
+                return carry_fail(c, r, "cannot read the mount table: %s", strerror(-r));
         return 0;
 }
 

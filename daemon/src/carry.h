@@ -75,3 +75,18 @@ int carry_children(const CarrySpec *spec, int *ret_fd, unsigned *ret_carried, ch
  */
 int carry_plan(struct libmnt_table *tb, int top_id, const char *path, char ***ret_places, unsigned *ret_n_mounts,
                char **ret_error);
+
+/*
+ * A swap stopped halfway (killed between its two halves, or its unmount
+ * refused: SWAP_HIDDEN) leaves its new tree beneath the old top, with the old
+ * top's mounts carried onto it. Another swap would attach a second tree
+ * beneath the old top and leave the first under it for good, pinning a
+ * generation's overlay and loop devices that nothing can see any more. So:
+ * is the mount under @top_id that tree? At the same place, on file system
+ * @dev, not received by propagation (no master), and carrying every mount
+ * below the top (same places, file systems, roots, types and flags; it may
+ * have more: the host's own mounts a heal's tree brings). Returns 1 with
+ * *ret_id that mount and *ret_kept how many of the top's mounts it carries,
+ * 0 if it is not, -ELOOP for parents that loop. Pure: tested on fixtures.
+ */
+int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_id, unsigned *ret_kept);

@@ -52,6 +52,7 @@ void heal_result_done(HealResult *r) {
 typedef struct HealAnswer {
         int error;              /* positive errno, or 0 */
         int stage;              /* SwapStage of a swap */
+        bool finished;          /* a swap: it finished one stopped halfway before (swap.h) */
         unsigned carried;
         uint64_t pin_id;        /* HEAL_PIN: the pin's mount ID there */
         char text[448];
@@ -96,9 +97,11 @@ static void heal_swap_here(const NamespaceView *now, int proc_fd, int tree_fd, u
                                 .top_id = now->mnt_id,
                                 .tree_fd = tree_fd,
                                 .how = SWAP_BENEATH,
+                                .finish_halfway = true,
                                 .deadline = deadline,
                              }, &res);
         a->stage = res.stage;
+        a->finished = res.finished;
         a->carried = res.carried;
         (void) answer(a, r, "%s", r < 0 ? strna(res.error) : "");
 }
@@ -333,6 +336,7 @@ int heal_apply(const NamespaceView *now, HealAction action, int host_fd, uint64_
                 return r < 0 ? r : -EPROTO;
         a.text[sizeof(a.text) - 1] = 0;
         ret->stage = (SwapStage) a.stage;
+        ret->finished = a.finished;
         ret->carried = a.carried;
         ret->pin_id = a.pin_id;
         if (a.error == 0)
@@ -387,6 +391,7 @@ static int heal_one(HealReport *rep, dev_t new_dev, int host_fd, bool heal, Scan
                 return rep->result;
         rep->result = heal_apply(&rep->view, rep->action, host_fd, rep->want_attr, 0, budget, &res);
         rep->stage = res.stage;
+        rep->finished = res.finished;
         rep->carried = res.carried;
         free(rep->reason);
         rep->reason = TAKE_PTR(res.error);

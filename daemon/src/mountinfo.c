@@ -31,6 +31,30 @@ int mount_table_read(pid_t pid, struct libmnt_table **ret) {
         return 0;
 }
 
+int mount_table_read_at(int proc_fd, struct libmnt_table **ret) {
+        _cleanup_mnt_table_ struct libmnt_table *tb = mnt_new_table();
+        _cleanup_close_ int fd = -EBADF;
+        FILE *f;
+        int r;
+
+        if (!tb)
+                return -ENOMEM;
+        fd = RET_NERRNO(openat(proc_fd, proc_fd >= 0 ? "self/mountinfo" : "/proc/self/mountinfo",
+                               O_RDONLY | O_CLOEXEC));
+        if (fd < 0)
+                return fd;
+        f = fdopen(fd, "re");
+        if (!f)
+                return -errno;
+        fd = -EBADF;    /* the stream's now */
+        r = mnt_table_parse_stream(tb, f, "mountinfo");
+        fclose(f);
+        if (r < 0)
+                return r == -1 ? -EIO : r;
+        *ret = TAKE_PTR(tb);
+        return 0;
+}
+
 struct libmnt_fs *mount_table_find_id(struct libmnt_table *tb, int id) {
         struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
         struct libmnt_fs *fs, *found = NULL;

@@ -22,6 +22,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct libmnt_table *, mnt_unref_table);
 
 /* Parses /proc/PID/mountinfo (pid 0: our own). */
 int mount_table_read(pid_t pid, struct libmnt_table **ret);
+/* Parses self/mountinfo below the procfs @proc_fd (-EBADF: /proc): ours, as that procfs shows it. */
+int mount_table_read_at(int proc_fd, struct libmnt_table **ret);
 
 /*
  * The top of the mount stack at target: the mount with that mount point that

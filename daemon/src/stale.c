@@ -508,6 +508,9 @@ static int describe_restart(const StaleHierarchy *h, HealReport *rep, sd_bus **b
 static int describe(const StaleHierarchy *h, HealReport *rep, sd_bus **bus, char ***restarted) {
         if (rep->view.error < 0)
                 return asprintf_safe(&rep->outcome, "cannot read its view: %s", namespace_view_error(&rep->view));
+        if (rep->result == 0 && rep->finished)
+                return asprintf_safe(&rep->outcome, "healed: finished the heal stopped halfway before, the %u "
+                                     "mount%s below its top kept", rep->carried, rep->carried == 1 ? "" : "s");
         if (rep->result == 0 && rep->carried > 0)
                 return asprintf_safe(&rep->outcome, "healed, %u mount%s of its own carried over", rep->carried,
                                      rep->carried == 1 ? "" : "s");

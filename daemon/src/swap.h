@@ -47,6 +47,9 @@ typedef struct SwapSpec {
         int tree_fd;            /* the new tree: detached, private, flags set on its root (a heal's
                                  * has the host's mounts below it); used up (carry.h) */
         SwapHow how;
+        bool finish_halfway;    /* SWAP_BENEATH: if a swap stopped halfway here left its tree beneath
+                                 * the top, finish that one (a heal: its namespace keeps no record
+                                 * of it; the host's swap has the generation record's) */
         uint64_t deadline;      /* for carrying the children (carry.h); 0: its default */
         const ScanBudget *budget;   /* keepalive while waiting (may be NULL) */
 } SwapSpec;
@@ -55,6 +58,8 @@ typedef struct SwapResult {
         SwapStage stage;
         unsigned carried;       /* mounts below the old top carried onto the new tree */
         dev_t new_dev;
+        bool finished;          /* a swap stopped halfway here before had attached the new tree
+                                 * already: only the old top went (carry_find_halfway()) */
         char *error;            /* why it stopped short of SWAP_DONE */
 } SwapResult;
 
@@ -64,7 +69,9 @@ void swap_result_done(SwapResult *r);
  * Replace the top mount at @spec->path (in this process's namespace and
  * root) by @spec->tree_fd with the old top's mounts carried onto it. Returns
  * 0 (SWAP_DONE) or -errno with ret->stage saying what the namespace shows
- * and ret->error why.
+ * and ret->error why. With finish_halfway, a swap stopped halfway there
+ * before (its tree beneath the top: carry_find_halfway()) is finished
+ * instead of a second tree attached beneath the top (ret->finished).
  */
 int swap_replace_top(const SwapSpec *spec, SwapResult *ret);
 

@@ -7,11 +7,14 @@
  * a covered mount, a first merge (the top is the root file system, only
  * what is below the hierarchy counts), and the refusals: an unbindable
  * mount, a table whose parents loop (read while mounts came and went).
+ * And carry_find_halfway(): the tree of a swap stopped halfway, beneath the
+ * top, is recognized only where finishing it keeps everything the top has.
  */
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 #include "carry.h"
 #include "fixture-mountinfo.h"
@@ -129,9 +132,70 @@ static void test_long_loop(void) {
         mnt_unref_table(tb);
 }
 
+/* A service's stale top (50, a bind of the old overlay) with its sandbox, over the host's copy (20). */
+#define STALE "40 20 0:50 / /usr ro,nosuid,nodev master:3 - overlay tuck-sysext ro\n" \
+              "41 40 0:60 /inaccessible/dir /usr/share/secret ro,nosuid,nodev,noexec - tmpfs tmpfs rw\n" \
+              "42 40 0:61 / /usr/lib/scratch rw,nodev - tmpfs tmpfs rw\n"
+/* The heal's tree (30, the new overlay 0:51) beneath it, the sandbox carried onto it. */
+#define TREE "30 20 0:51 / /usr ro,nosuid,nodev shared:9 - overlay tuck-sysext ro\n"
+#define TREE_SANDBOX "31 30 0:60 /inaccessible/dir /usr/share/secret ro,nosuid,nodev,noexec - tmpfs tmpfs rw\n" \
+                     "32 30 0:61 / /usr/lib/scratch rw,nodev - tmpfs tmpfs rw\n"
+#define ABOVE_TREE "40 30 0:50 / /usr ro,nosuid,nodev master:3 - overlay tuck-sysext ro\n" \
+                   "41 40 0:60 /inaccessible/dir /usr/share/secret ro,nosuid,nodev,noexec - tmpfs tmpfs rw\n" \
+                   "42 40 0:61 / /usr/lib/scratch rw,nodev - tmpfs tmpfs rw\n"
+
+typedef struct HalfwayCase {
+        const char *name;
+        const char *mountinfo;
+        int r;                  /* 1: mount 30 is the tree, finishing keeps n_kept */
+        unsigned n_kept;
+} HalfwayCase;
+
+static const HalfwayCase halfway_cases[] = {
+        { "the tree beneath, the sandbox on it", ROOT TOP TREE TREE_SANDBOX ABOVE_TREE, 1, 2 },
+        { "the tree with the host's own mounts too", ROOT TOP TREE TREE_SANDBOX
+          "33 30 0:62 / /usr/local rw - tmpfs tmpfs rw\n" ABOVE_TREE, 1, 2 },
+        { "no tree: the top sits on the host's copy", ROOT TOP STALE, 0, 0 },
+        { "the host's copy under the top, received by propagation (master)",
+          ROOT TOP "30 20 0:51 / /usr ro,nodev master:4 - overlay tuck-sysext ro\n" TREE_SANDBOX ABOVE_TREE, 0, 0 },
+        { "a tree of another file system than the new one",
+          ROOT TOP "30 20 0:52 / /usr ro,nosuid,nodev - overlay tuck-sysext ro\n" TREE_SANDBOX ABOVE_TREE, 0, 0 },
+        { "a tree without one of the top's mounts",
+          ROOT TOP TREE "31 30 0:60 /inaccessible/dir /usr/share/secret ro,nosuid,nodev,noexec - tmpfs tmpfs rw\n"
+          ABOVE_TREE, 0, 0 },
+        { "a tree where a hidden path is open",
+          ROOT TOP TREE "31 30 0:60 /inaccessible/dir /usr/share/secret rw,nosuid,nodev,noexec - tmpfs tmpfs rw\n"
+          "32 30 0:61 / /usr/lib/scratch rw,nodev - tmpfs tmpfs rw\n" ABOVE_TREE, 0, 0 },
+        { "the top on a directory of the new tree, not on its root",
+          ROOT TOP TREE "40 30 0:50 / /usr/lib ro - overlay tuck-sysext ro\n", 0, 0 },
+        { "parents that loop below the top",
+          ROOT TOP TREE TREE_SANDBOX ABOVE_TREE
+          "43 44 0:63 / /usr/lib/c/d rw - tmpfs tmpfs rw\n"
+          "44 43 0:64 / /usr/lib/c/d/e rw - tmpfs tmpfs rw\n", -ELOOP, 0 },
+};
+
+static void test_halfway(const HalfwayCase *c) {
+        struct libmnt_table *tb = fixture_mount_table(c->mountinfo);
+        unsigned kept = 0;
+        int r, id = 0;
+
+        if (!tap_ok(tb, "halfway, %s: the fixture parses", c->name))
+                return;
+        r = carry_find_halfway(tb, 40, makedev(0, 51), &id, &kept);
+        mnt_unref_table(tb);
+        if (!tap_ok(r == c->r, "halfway, %s: %s", c->name, c->r == 1 ? "finish it" : c->r == 0 ? "not a tree of ours"
+                    : strerror(-c->r)))
+                tap_diag("r=%d", r);
+        if (r == 1 && c->r == 1)
+                tap_ok(id == 30 && kept == c->n_kept, "halfway, %s: mount 30, %u kept (got %d, %u)", c->name,
+                       c->n_kept, id, kept);
+}
+
 int main(void) {
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
                 test_case(&cases[i]);
         test_long_loop();
+        for (size_t i = 0; i < ELEMENTSOF(halfway_cases); i++)
+                test_halfway(&halfway_cases[i]);
         return tap_done();
 }
