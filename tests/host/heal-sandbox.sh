@@ -248,7 +248,75 @@ for g in 2 3; do
                 done
         done
 done
+
+# ---- a heal stopped halfway (killed between its two halves, or its unmount
+# refused): the new tree, the sandbox carried onto it, beneath the stale top.
+# The next heal finishes it (unmounts the old top); a second tree attached
+# beneath would leave the first under it for good, pinning a generation.
+# depth NAME H: how many mounts are stacked at H there.
+depth() {
+        awk -v at="$(where "$1" "$2")" '$5 == at' "/proc/$(pid_of "$1")/mountinfo" | wc -l
+}
+loops() {
+        losetup -l -n -O BACK-FILE 2>/dev/null | grep -c "$ROOT" || true
+}
+declare -A depths
+for n in "${names[@]}"; do
+        for h in $(hierarchies_of "$n"); do
+                depths[$n/$h]=$(depth "$n" "$h")
+        done
+done
+loops3=$(loops)
+printf '[Daemon]\nStalePolicy=report\n' >"$CONF"
+drop 4
+tuckctl refresh >"$LOGS/refresh-4.out" 2>&1 || true
+printf '[Daemon]\nStalePolicy=heal\n' >"$CONF"
+# The namespaces left behind (a sandbox with mounts of its own below a
+# hierarchy; the others followed): each gets the half of a heal.
+stale=()
+for n in "${names[@]}"; do
+        for h in $(hierarchies_of "$n"); do
+                [[ $(label "$n" "$h") == v3 ]] || continue
+                stale+=("$n/$h")
+                "$TUCK_BUILD"/tests/host/tuckd-heal-tool halfway "$(pid_of "$n")" "$ROOT/$h" "$(where "$n" "$h")" \
+                        >>"$LOGS/halfway.out" 2>&1 || echo "$n /$h: failed" >>"$LOGS/halfway.out"
+        done
+done
+diag "${#stale[@]} left behind by refresh 4: ${stale[*]}"
+diag "$(head -n 4 "$LOGS/halfway.out")"
+check "halfway: every stale top has the new tree beneath it" \
+        test "$(grep -c '^attached beneath' "$LOGS/halfway.out")" = "${#stale[@]}" -a "${#stale[@]}" -ge 30
+for s in "${stale[@]}"; do
+        expect_eq "halfway: ${s%/*} still sees v3 in /${s#*/}" "$(label "${s%/*}" "${s#*/}")" v3
+        check "halfway: ${s%/*} /${s#*/} sandbox intact" sandbox_intact "${s%/*}" "${s#*/}"
+done
 kill -CONT "${probe_pids[@]}"
+tuckctl refresh >"$LOGS/refresh-finish.out" 2>&1 || true
+sleep 0.2
+kill -STOP "${probe_pids[@]}"
+diag "$(grep -E 'halfway|healed|failed' "$LOGS/refresh-finish.out" | head -n 4)"
+check "finish: every heal stopped halfway is finished, none failed" \
+        test "$(grep -c 'healed: finished the heal stopped halfway before' "$LOGS/refresh-finish.out")" = \
+        "${#stale[@]}"
+for n in "${names[@]}"; do
+        for h in $(hierarchies_of "$n"); do
+                expect_eq "finish: $n sees v4 in /$h" "$(label "$n" "$h")" v4
+                expect_eq "finish: $n's stack at /$h is as deep as before (no tree left under another)" \
+                        "$(depth "$n" "$h")" "${depths[$n/$h]}"
+                expect_eq "finish: $n's mounts below /$h are as they were" \
+                        "$(below "$n" "$h" | tr '\n' ';')" "$(tr '\n' ';' <<<"${before[$n/$h]}")"
+                check "finish: $n /$h sandbox intact" sandbox_intact "$n" "$h"
+                expect_eq "finish: $n's top of /$h has its flags" "$(top "$n" "$h")" "${tops[$n/$h]}"
+        done
+done
+drop 5
+kill -CONT "${probe_pids[@]}"
+tuckctl refresh >"$LOGS/refresh-5.out" 2>&1 || true
+sleep 0.2
+check "refresh 5: every namespace healed, none failed" \
+        bash -c "! grep -Eq 'heal failed|not healed|cannot' '$LOGS/refresh-5.out'"
+expect_eq "refresh 5: as many loop devices as after refresh 3 (none pinned by a tree left hidden)" "$(loops)" "$loops3"
+
 stop_probes
 check_probes hidden_full-usr rw_strict-usr container-usr tmpfs_strict-opt bind_full-etc
 

@@ -16,6 +16,14 @@
  *
  * prints one namespace's view (dev, mount id, flags).
  *
+ *   tuckd-heal-tool halfway PID HIERARCHY PATH
+ *
+ * leaves the namespace of PID as a heal killed between its two halves does
+ * (or one whose unmount was refused): a private clone of the host's top at
+ * HIERARCHY, with the flags of the namespace's top at PATH and that top's
+ * mounts carried onto it (carry.h), attached beneath that top, which stays.
+ * Prints "attached beneath PATH, N mounts carried".
+ *
  *   tuckd-heal-tool handover ROOT HIERARCHY
  *
  * scans HIERARCHY twice as a refresh does around its swap, the second scan
@@ -26,6 +34,7 @@
  */
 
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +42,10 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "carry.h"
 #include "heal.h"
 #include "log.h"
 #include "nsscan.h"
@@ -179,12 +191,81 @@ static int verb_handover(const char *root, const char *hierarchy) {
         return r;
 }
 
+/* In the namespace: the top at @path gets @tree beneath it, its mounts carried, and stays. */
+static int halfway_here(int proc_fd, const char *path, int tree) {
+        _cleanup_close_ int top = -EBADF, full = -EBADF;
+        _cleanup_free_ char *error = NULL;
+        struct mount_attr a = {};
+        unsigned carried = 0;
+        struct stat st;
+        uint64_t attr;
+        int r;
+
+        top = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (top < 0 || fstat(top, &st) < 0)
+                return negative_errno();
+        r = fd_get_mount_attr(top, &attr);
+        if (r < 0)
+                return r;
+        a.attr_set = attr;
+        if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                return negative_errno();
+        r = carry_children(&(CarrySpec) { .proc_fd = proc_fd, .path = path, .top_dev = st.st_dev,
+                                          .tree_fd = tree }, &full, &carried, &error);
+        if (r < 0) {
+                fprintf(stderr, "carry: %s\n", error ?: strerror(-r));
+                return r;
+        }
+        if (move_mount(full, "", top, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
+                return negative_errno();
+        printf("attached beneath %s, %u mounts carried\n", path, carried);
+        return fflush(stdout) == 0 ? 0 : -EIO;     /* we leave by _exit() */
+}
+
+static int verb_halfway(const char *pid, const char *hierarchy, const char *path) {
+        _cleanup_close_ int host = -EBADF, tree = -EBADF, ns = -EBADF, root = -EBADF, proc = -EBADF;
+        struct mount_attr private = { .propagation = MS_PRIVATE };
+        _cleanup_free_ char *ns_path = strjoin("/proc/", pid, "/ns/mnt"), *root_path = strjoin("/proc/", pid, "/root");
+        int status;
+        pid_t child;
+
+        if (!ns_path || !root_path)
+                return -ENOMEM;
+        host = open(hierarchy, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (host < 0)
+                return negative_errno();
+        tree = open_tree(host, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        if (tree < 0 || mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &private, sizeof(private)) < 0)
+                return negative_errno();
+        ns = open(ns_path, O_RDONLY | O_CLOEXEC);
+        root = open(root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (ns < 0 || root < 0 || proc < 0)
+                return negative_errno();
+        fflush(stdout);
+        child = fork();
+        if (child < 0)
+                return negative_errno();
+        if (child == 0) {
+                if (setns(ns, CLONE_NEWNS) < 0 || fchdir(root) < 0 || chroot(".") < 0 || chdir("/") < 0) {
+                        perror("enter");
+                        _exit(1);
+                }
+                _exit(halfway_here(proc, path, tree) < 0 ? 1 : 0);
+        }
+        if (waitpid(child, &status, 0) < 0)
+                return negative_errno();
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
 int main(int argc, char **argv) {
         NamespaceView v;
         int r;
 
         if (argc >= 6 && strcmp(argv[1], "swap") == 0)
                 r = verb_swap(argv[2], argv[3], argv[4], strcmp(argv[5], "heal") == 0, argv + 6, argc - 6);
+        else if (argc == 5 && strcmp(argv[1], "halfway") == 0)
+                r = verb_halfway(argv[2], argv[3], argv[4]);
         else if (argc == 4 && strcmp(argv[1], "handover") == 0)
                 r = verb_handover(argv[2], argv[3]);
         else if (argc == 5 && strcmp(argv[1], "view") == 0) {
@@ -207,7 +288,7 @@ int main(int argc, char **argv) {
                 }
         } else {
                 fprintf(stderr, "usage: %s swap ROOT HIERARCHY SOURCE heal|report [OLD...] | view PID ROOT HIERARCHY | "
-                        "handover ROOT HIERARCHY\n", argv[0]);
+                        "handover ROOT HIERARCHY | halfway PID HIERARCHY PATH\n", argv[0]);
                 return 2;
         }
         if (r < 0) {
