@@ -247,6 +247,16 @@ settle_loops() {
                 loop_wait_ms=$((i * 20 > loop_wait_ms ? i * 20 : loop_wait_ms))
         fi
 }
+# What holds a generation: each namespace's stack at /usr (mount, parent, device).
+stacks_at_usr() {
+        local n pid
+        for n in host service full container; do
+                pid=NS_PID_$n
+                [[ $n == host ]] && pid=BASHPID
+                printf '%s: %s ' "$n" "$(awk -v m="$H" '$5 == m || $5 == "/usr" { printf "%s<%s %s, ", $1, $2, $3 }' \
+                        "/proc/${!pid}/mountinfo" 2>/dev/null)"
+        done
+}
 staging_mounts() {   # image mounts in the staging namespace
         field mounted "$(state_line)"
 }
@@ -545,7 +555,8 @@ for ((run = 1; run <= RUNS; run++)); do
              $(field mounted "$st") > staged0 || $(field mounted "$st") != $(field staged "$st"))); then
                 leaked=$((leaked + 1))
                 ((leaked <= 5)) && diag "run $run ($kind,$kill_where): after restart $depth mounts at /usr (were $mounts0)," \
-                        "$nloops loop devices ($loops0), $dm dm devices ($dm0); $st (staged $staged0)"
+                        "$nloops loop devices ($loops0), $dm dm devices ($dm0); $st (staged $staged0);" \
+                        "stacks at /usr: $(stacks_at_usr)"
         fi
 done
 
