@@ -219,7 +219,8 @@ static bool strv_sorted_within(char **sub, char **set) {
         return true;
 }
 
-int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_id, unsigned *ret_kept) {
+int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_id, unsigned *ret_kept,
+                       uint64_t *ret_attr) {
         _cleanup_strv_free_ char **own = NULL, **under_own = NULL;
         _cleanup_free_ Entry *e = NULL;
         _cleanup_free_ char *state = NULL;
@@ -266,6 +267,7 @@ int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_
                 return 0;
         *ret_id = mnt_fs_get_id(under);
         *ret_kept = (unsigned) counts[0];
+        *ret_attr = mount_attr_from_options(mnt_fs_get_vfs_options(under));
         return 1;
 }
 

@@ -86,7 +86,9 @@ int carry_plan(struct libmnt_table *tb, int top_id, const char *path, char ***re
  * @dev, not received by propagation (no master), and carrying every mount
  * below the top (same places, file systems, roots, types and flags; it may
  * have more: the host's own mounts a heal's tree brings). Returns 1 with
- * *ret_id that mount and *ret_kept how many of the top's mounts it carries,
- * 0 if it is not, -ELOOP for parents that loop. Pure: tested on fixtures.
+ * *ret_id that mount, *ret_kept how many of the top's mounts it carries and
+ * *ret_attr its own flags (TUCK_ATTR_MASK), 0 if it is not, -ELOOP for
+ * parents that loop. Pure: tested on fixtures.
  */
-int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_id, unsigned *ret_kept);
+int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_id, unsigned *ret_kept,
+                       uint64_t *ret_attr);

@@ -163,6 +163,23 @@ int fd_get_mount(int fd, uint64_t *ret_mnt_id, dev_t *ret_dev, uint64_t *ret_att
         return 0;
 }
 
+uint64_t mount_attr_from_options(const char *opts) {
+        _cleanup_strv_free_ char **l = strv_split(strempty(opts), ",");
+        uint64_t a = 0;
+
+        STRV_FOREACH(o, l) {
+                if (streq(*o, "ro"))
+                        a |= MOUNT_ATTR_RDONLY;
+                else if (streq(*o, "nosuid"))
+                        a |= MOUNT_ATTR_NOSUID;
+                else if (streq(*o, "nodev"))
+                        a |= MOUNT_ATTR_NODEV;
+                else if (streq(*o, "noexec"))
+                        a |= MOUNT_ATTR_NOEXEC;
+        }
+        return a;
+}
+
 const char *mount_attr_to_string(uint64_t attr, char *buf, size_t size) {
         snprintf(buf, size, "%s%s%s%s",
                  attr & MOUNT_ATTR_RDONLY ? "ro" : "rw",

@@ -45,6 +45,9 @@ int fd_get_mount_attr(int fd, uint64_t *ret);
 /* The mount an fd is on: its ID, its st_dev and its flags (TUCK_ATTR_MASK). */
 int fd_get_mount(int fd, uint64_t *ret_mnt_id, dev_t *ret_dev, uint64_t *ret_attr);
 
+/* "ro,nosuid,nodev,relatime" (a table's per-mount options) -> MOUNT_ATTR_* (TUCK_ATTR_MASK). */
+uint64_t mount_attr_from_options(const char *opts);
+
 /* "ro,nosuid,nodev,noexec" for the bits set, "rw" if none. buf >= 32 bytes. */
 const char *mount_attr_to_string(uint64_t attr, char *buf, size_t size);
 

@@ -137,24 +137,6 @@ int namespace_view_open_proc(const NamespaceView *v) {
         return open_proc_checked(v->pid, v->pidfd);
 }
 
-/* "ro,nosuid,nodev,relatime" -> MOUNT_ATTR_* (TUCK_ATTR_MASK). */
-static uint64_t attr_from_vfs_options(const char *opts) {
-        _cleanup_strv_free_ char **l = strv_split(strempty(opts), ",");
-        uint64_t a = 0;
-
-        STRV_FOREACH(o, l) {
-                if (streq(*o, "ro"))
-                        a |= MOUNT_ATTR_RDONLY;
-                else if (streq(*o, "nosuid"))
-                        a |= MOUNT_ATTR_NOSUID;
-                else if (streq(*o, "nodev"))
-                        a |= MOUNT_ATTR_NODEV;
-                else if (streq(*o, "noexec"))
-                        a |= MOUNT_ATTR_NOEXEC;
-        }
-        return a;
-}
-
 /* mountinfo in pieces, the budget checked between them: one read() of a table of
  * stacked mounts can cost milliseconds (each line's path walks the stack below it).
  * Never before the second piece: a table that comes in one read (~150 mounts) is
@@ -959,7 +941,7 @@ static void pending_confirm(Scan *s, Pending *p) {
         fs = mount_table_find_id(tb, (int) p->v.mnt_id);
         if (!fs)
                 return;
-        p->v.attr = attr_from_vfs_options(mnt_fs_get_vfs_options(fs));
+        p->v.attr = mount_attr_from_options(mnt_fs_get_vfs_options(fs));
         p->v.attr_known = true;
         if (streq_ptr(mnt_fs_get_fstype(fs), "overlay") && is_extension_source(mnt_fs_get_source(fs))) {
                 p->v.source = strdup(mnt_fs_get_source(fs));

@@ -184,17 +184,17 @@ static int swap_attach(const SwapSpec *s, int top, int full, SwapResult *res) {
 /*
  * A swap here stopped halfway before (carry_find_halfway()): its tree, with
  * the new content and the top's mounts on it, is beneath the top already.
- * Finishing it is the second half alone, then the flags the new tree has on
- * its root, added to that tree's (they only ever tighten). Returns 1 when
- * finished, 0 if there is no such tree, -errno with ret's stage saying what
- * the namespace shows.
+ * Finishing it is the second half alone, if that tree has every flag the new
+ * one would have on its root: set after the unmount, a flag would be missing
+ * for a moment (and nothing can reach the tree to set it before). Returns 1
+ * when finished, 0 if there is no such tree, -errno with ret's stage saying
+ * what the namespace shows.
  */
 static int swap_finish_halfway(const SwapSpec *s, int proc_fd, int top, SwapResult *res) {
         _cleanup_mnt_table_ struct libmnt_table *tb = NULL;
-        _cleanup_close_ int now = -EBADF;
-        struct mount_attr a = {};
+        uint64_t want, has;
         struct stat st;
-        uint64_t attr;
+        unsigned kept;
         int under_id, r;
 
         if (fstat(s->tree_fd, &st) < 0)
@@ -202,27 +202,29 @@ static int swap_finish_halfway(const SwapSpec *s, int proc_fd, int top, SwapResu
         r = mount_table_read_at(proc_fd, &tb);
         if (r < 0)
                 return swap_fail(res, SWAP_UNTOUCHED, r, "cannot read the mount table: %s", strerror(-r));
-        r = carry_find_halfway(tb, (int) s->top_id, st.st_dev, &under_id, &res->carried);
+        r = carry_find_halfway(tb, (int) s->top_id, st.st_dev, &under_id, &kept, &has);
+        if (r == -ELOOP)
+                return swap_fail(res, SWAP_UNTOUCHED, r, "the mount table of '%s' changed while it was read", s->path);
         if (r <= 0)
-                return r == -ELOOP ? swap_fail(res, SWAP_UNTOUCHED, r, "the mount table of '%s' changed while it "
-                                               "was read", s->path) : r;
-        r = fd_get_mount_attr(s->tree_fd, &attr);
+                return r;
+        r = fd_get_mount_attr(s->tree_fd, &want);
         if (r < 0)
                 return r;
-        log_debug("%s: the tree of a swap stopped halfway is beneath its top (mount %" PRIu64 "), carrying its "
-                  "%u mounts: finishing.", s->path, s->top_id, res->carried);
+        if (want & ~has & TUCK_ATTR_MASK) {
+                log_debug("%s: beneath its top is the tree of a swap stopped halfway (mount %d), without flags "
+                          "wanted now: swapping anew.", s->path, under_id);
+                return 0;
+        }
+        log_debug("%s: beneath its top (mount %" PRIu64 ") is the tree of a swap stopped halfway (mount %d), "
+                  "carrying its %u mounts: finishing.", s->path, s->top_id, under_id, kept);
         r = umount_fd(top);
         if (r < 0)
                 return swap_fail(res, SWAP_HIDDEN, r, "the new overlay is beneath the old one from a swap stopped "
                                  "halfway, and the old one cannot be unmounted: %s", strerror(-r));
         res->stage = SWAP_DONE;
         res->new_dev = st.st_dev;
+        res->carried = kept;
         res->finished = true;
-        now = open_top(s->path, (uint64_t) under_id);
-        a.attr_set = attr & TUCK_ATTR_MASK;
-        if (now < 0 || mount_setattr(now, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
-                return swap_fail(res, SWAP_DONE, now < 0 ? now : -errno, "finished a swap stopped halfway, but "
-                                 "cannot set its flags: %s", strerror(now < 0 ? -now : errno));
         return 1;
 }
 

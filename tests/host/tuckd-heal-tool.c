@@ -16,13 +16,14 @@
  *
  * prints one namespace's view (dev, mount id, flags).
  *
- *   tuckd-heal-tool halfway PID HIERARCHY PATH
+ *   tuckd-heal-tool halfway PID HIERARCHY PATH [writable]
  *
  * leaves the namespace of PID as a heal killed between its two halves does
  * (or one whose unmount was refused): a private clone of the host's top at
  * HIERARCHY, with the flags of the namespace's top at PATH and that top's
  * mounts carried onto it (carry.h), attached beneath that top, which stays.
- * Prints "attached beneath PATH, N mounts carried".
+ * With "writable" the tree lacks the top's "ro" (a flag wanted now that the
+ * heal's tree did not have). Prints "attached beneath PATH, N mounts carried".
  *
  *   tuckd-heal-tool handover ROOT HIERARCHY
  *
@@ -192,7 +193,7 @@ static int verb_handover(const char *root, const char *hierarchy) {
 }
 
 /* In the namespace: the top at @path gets @tree beneath it, its mounts carried, and stays. */
-static int halfway_here(int proc_fd, const char *path, int tree) {
+static int halfway_here(int proc_fd, const char *path, int tree, bool writable) {
         _cleanup_close_ int top = -EBADF, full = -EBADF;
         _cleanup_free_ char *error = NULL;
         struct mount_attr a = {};
@@ -207,7 +208,8 @@ static int halfway_here(int proc_fd, const char *path, int tree) {
         r = fd_get_mount_attr(top, &attr);
         if (r < 0)
                 return r;
-        a.attr_set = attr;
+        a.attr_set = attr & ~(writable ? MOUNT_ATTR_RDONLY : 0);
+        a.attr_clr = writable ? MOUNT_ATTR_RDONLY : 0;
         if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
                 return negative_errno();
         r = carry_children(&(CarrySpec) { .proc_fd = proc_fd, .path = path, .top_dev = st.st_dev,
@@ -222,7 +224,7 @@ static int halfway_here(int proc_fd, const char *path, int tree) {
         return fflush(stdout) == 0 ? 0 : -EIO;     /* we leave by _exit() */
 }
 
-static int verb_halfway(const char *pid, const char *hierarchy, const char *path) {
+static int verb_halfway(const char *pid, const char *hierarchy, const char *path, bool writable) {
         _cleanup_close_ int host = -EBADF, tree = -EBADF, ns = -EBADF, root = -EBADF, proc = -EBADF;
         struct mount_attr private = { .propagation = MS_PRIVATE };
         _cleanup_free_ char *ns_path = strjoin("/proc/", pid, "/ns/mnt"), *root_path = strjoin("/proc/", pid, "/root");
@@ -251,7 +253,7 @@ static int verb_halfway(const char *pid, const char *hierarchy, const char *path
                         perror("enter");
                         _exit(1);
                 }
-                _exit(halfway_here(proc, path, tree) < 0 ? 1 : 0);
+                _exit(halfway_here(proc, path, tree, writable) < 0 ? 1 : 0);
         }
         if (waitpid(child, &status, 0) < 0)
                 return negative_errno();
@@ -264,8 +266,8 @@ int main(int argc, char **argv) {
 
         if (argc >= 6 && strcmp(argv[1], "swap") == 0)
                 r = verb_swap(argv[2], argv[3], argv[4], strcmp(argv[5], "heal") == 0, argv + 6, argc - 6);
-        else if (argc == 5 && strcmp(argv[1], "halfway") == 0)
-                r = verb_halfway(argv[2], argv[3], argv[4]);
+        else if ((argc == 5 || (argc == 6 && strcmp(argv[5], "writable") == 0)) && strcmp(argv[1], "halfway") == 0)
+                r = verb_halfway(argv[2], argv[3], argv[4], argc == 6);
         else if (argc == 4 && strcmp(argv[1], "handover") == 0)
                 r = verb_handover(argv[2], argv[3]);
         else if (argc == 5 && strcmp(argv[1], "view") == 0) {
@@ -288,7 +290,7 @@ int main(int argc, char **argv) {
                 }
         } else {
                 fprintf(stderr, "usage: %s swap ROOT HIERARCHY SOURCE heal|report [OLD...] | view PID ROOT HIERARCHY | "
-                        "handover ROOT HIERARCHY | halfway PID HIERARCHY PATH\n", argv[0]);
+                        "handover ROOT HIERARCHY | halfway PID HIERARCHY PATH [writable]\n", argv[0]);
                 return 2;
         }
         if (r < 0) {

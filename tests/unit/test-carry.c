@@ -177,18 +177,20 @@ static const HalfwayCase halfway_cases[] = {
 static void test_halfway(const HalfwayCase *c) {
         struct libmnt_table *tb = fixture_mount_table(c->mountinfo);
         unsigned kept = 0;
+        uint64_t attr = 0;
         int r, id = 0;
 
         if (!tap_ok(tb, "halfway, %s: the fixture parses", c->name))
                 return;
-        r = carry_find_halfway(tb, 40, makedev(0, 51), &id, &kept);
+        r = carry_find_halfway(tb, 40, makedev(0, 51), &id, &kept, &attr);
         mnt_unref_table(tb);
         if (!tap_ok(r == c->r, "halfway, %s: %s", c->name, c->r == 1 ? "finish it" : c->r == 0 ? "not a tree of ours"
                     : strerror(-c->r)))
                 tap_diag("r=%d", r);
         if (r == 1 && c->r == 1)
-                tap_ok(id == 30 && kept == c->n_kept, "halfway, %s: mount 30, %u kept (got %d, %u)", c->name,
-                       c->n_kept, id, kept);
+                tap_ok(id == 30 && kept == c->n_kept && attr == (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV),
+                       "halfway, %s: mount 30, ro,nosuid,nodev, %u kept (got %d, %s, %u)", c->name, c->n_kept, id,
+                       mount_attr_to_string(attr, (char[32]) {}, 32), kept);
 }
 
 int main(void) {
