@@ -53,6 +53,7 @@ typedef struct HealAnswer {
         int error;              /* positive errno, or 0 */
         int stage;              /* SwapStage of a swap */
         bool finished;          /* a swap: it finished one stopped halfway before (swap.h) */
+        bool left_halfway;      /* a swap: it left one stopped halfway beneath (swap.h) */
         unsigned carried;
         uint64_t pin_id;        /* HEAL_PIN: the pin's mount ID there */
         char text[448];
@@ -102,6 +103,7 @@ static void heal_swap_here(const NamespaceView *now, int proc_fd, int tree_fd, u
                              }, &res);
         a->stage = res.stage;
         a->finished = res.finished;
+        a->left_halfway = res.left_halfway;
         a->carried = res.carried;
         (void) answer(a, r, "%s", r < 0 ? strna(res.error) : "");
 }
@@ -337,6 +339,7 @@ int heal_apply(const NamespaceView *now, HealAction action, int host_fd, uint64_
         a.text[sizeof(a.text) - 1] = 0;
         ret->stage = (SwapStage) a.stage;
         ret->finished = a.finished;
+        ret->left_halfway = a.left_halfway;
         ret->carried = a.carried;
         ret->pin_id = a.pin_id;
         if (a.error == 0)
@@ -392,6 +395,7 @@ static int heal_one(HealReport *rep, dev_t new_dev, int host_fd, bool heal, Scan
         rep->result = heal_apply(&rep->view, rep->action, host_fd, rep->want_attr, 0, budget, &res);
         rep->stage = res.stage;
         rep->finished = res.finished;
+        rep->left_halfway = res.left_halfway;
         rep->carried = res.carried;
         free(rep->reason);
         rep->reason = TAKE_PTR(res.error);

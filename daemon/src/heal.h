@@ -60,6 +60,7 @@ HealAction heal_plan(const NamespaceView *before, const NamespaceView *now, dev_
 typedef struct HealResult {
         int stage;              /* HEAL_SWAP: how far its swap got (SwapStage, swap.h) */
         bool finished;          /* HEAL_SWAP: it finished a heal stopped halfway before (swap.h) */
+        bool left_halfway;      /* HEAL_SWAP: it left such a heal's tree beneath, lacking flags (swap.h) */
         unsigned carried;       /* HEAL_SWAP: the namespace's own mounts carried onto the new tree */
         uint64_t pin_id;        /* HEAL_PIN: the pin's mount ID in that namespace */
         char *error;            /* why not, in words (NULL: errno says it) */
@@ -90,6 +91,7 @@ typedef struct HealReport {
         int result;             /* 0 healed, <0 failed, 1 left alone (report/restart) */
         int stage;              /* a swap's SwapStage (swap.h) */
         bool finished;          /* a swap: it finished one stopped halfway before */
+        bool left_halfway;      /* a swap: it left one stopped halfway beneath, lacking flags */
         unsigned carried;       /* a swap: its own mounts carried onto the new tree */
         char *reason;           /* why a heal failed, in words, or NULL */
         char *outcome;          /* in words, for logs and reports (stale.c); may be NULL */

@@ -511,6 +511,11 @@ static int describe(const StaleHierarchy *h, HealReport *rep, sd_bus **bus, char
         if (rep->result == 0 && rep->finished)
                 return asprintf_safe(&rep->outcome, "healed: finished the heal stopped halfway before, the %u "
                                      "mount%s below its top kept", rep->carried, rep->carried == 1 ? "" : "s");
+        if (rep->result == 0 && rep->left_halfway)
+                return asprintf_safe(&rep->outcome, "healed, %u mount%s of its own carried over; the tree of a heal "
+                                     "stopped halfway before stays beneath, holding its generation's images (it "
+                                     "lacks flags wanted now; restart the unit to free them)", rep->carried,
+                                     rep->carried == 1 ? "" : "s");
         if (rep->result == 0 && rep->carried > 0)
                 return asprintf_safe(&rep->outcome, "healed, %u mount%s of its own carried over", rep->carried,
                                      rep->carried == 1 ? "" : "s");

@@ -213,6 +213,7 @@ static int swap_finish_halfway(const SwapSpec *s, int proc_fd, int top, SwapResu
         if (want & ~has & TUCK_ATTR_MASK) {
                 log_debug("%s: beneath its top is the tree of a swap stopped halfway (mount %d), without flags "
                           "wanted now: swapping anew.", s->path, under_id);
+                res->left_halfway = true;
                 return 0;
         }
         log_debug("%s: beneath its top (mount %" PRIu64 ") is the tree of a swap stopped halfway (mount %d), "

@@ -60,6 +60,8 @@ typedef struct SwapResult {
         dev_t new_dev;
         bool finished;          /* a swap stopped halfway here before had attached the new tree
                                  * already: only the old top went (carry_find_halfway()) */
+        bool left_halfway;      /* such a tree was there but lacked flags wanted now: swapped anew,
+                                 * and it stays beneath, pinning its generation */
         char *error;            /* why it stopped short of SWAP_DONE */
 } SwapResult;
 

@@ -304,8 +304,8 @@ diag "$(grep -E 'halfway|healed|failed' "$LOGS/refresh-finish.out" | head -n 4)"
 check "finish: every heal stopped halfway is finished but the one lacking ro, none failed" \
         test "$(grep -c 'healed: finished the heal stopped halfway before' "$LOGS/refresh-finish.out")" = \
         "$((${#stale[@]} - 1))" -a "$(grep -Ec 'heal failed|not healed|cannot' "$LOGS/refresh-finish.out")" = 0
-check "finish: the one lacking ro is swapped anew" \
-        grep -Eq "^/usr: .*\(pid $(pid_of "${loose%/*}"), .*: healed, [0-9]+ mounts? of its own carried over$" \
+check "finish: the one lacking ro is swapped anew, its tree left beneath and said so" \
+        grep -Eq "^/usr: .*\(pid $(pid_of "${loose%/*}"), .*: healed, [0-9]+ mounts? of its own carried over; the tree of a heal stopped halfway before stays beneath" \
         "$LOGS/refresh-finish.out"
 for n in "${names[@]}"; do
         for h in $(hierarchies_of "$n"); do
