@@ -24,7 +24,10 @@
 # what it was (targets, types, flags, in order), the hidden file is still
 # hidden, writable paths are still writable, read-only ones still read-only,
 # the tmpfs still holds its file, and readers there never see the base or a
-# missing file.
+# missing file. Then every namespace left behind gets a heal stopped halfway
+# (tuckd-heal-tool halfway: the new tree beneath its stale top), and the next
+# refresh finishes each one: nothing stacked, nothing pinned, nothing
+# loosened; one tree lacking a flag is swapped anew instead, and said so.
 
 . "$(dirname "$0")"/tuckd-lib.sh
 tuck_enter_ns "$@"
