@@ -26,6 +26,7 @@
 typedef struct Entry {
         int id, parent;
         char decides;           /* what it is, with everything below it (UNDECIDED: ask its parent) */
+        char verdict;           /* what it is, as entry_class() found */
         struct libmnt_fs *fs;
 } Entry;
 
@@ -60,11 +61,42 @@ static Entry *entry_parent(Entry *e, size_t n, const Entry *x) {
 }
 
 /*
- * The table's mounts as entries sorted by ID, each with what @decide says
- * of it (a mount it decides for decides for everything below it too).
+ * What entry @i is: what the first mount on the way up from it that decides
+ * says, OUTSIDE if none does. Walks up its parents until one is known, then
+ * marks the whole way with the answer, so every entry is walked past once. A
+ * chain longer than the table loops (a table read while mounts came and
+ * went): -ELOOP.
  */
-static int entries_read(struct libmnt_table *tb, char (*decide)(struct libmnt_fs *fs, const void *userdata),
-                        const void *userdata, Entry **ret, size_t *ret_n) {
+static int entry_class(Entry *e, size_t n, size_t i) {
+        char verdict = OUTSIDE;
+        Entry *x = &e[i];
+        size_t steps;
+
+        for (steps = 0; steps <= n && x; steps++) {
+                if (x->verdict != UNDECIDED) {
+                        verdict = x->verdict;
+                        break;
+                }
+                if (x->decides != UNDECIDED) {
+                        verdict = x->decides;
+                        break;
+                }
+                x = entry_parent(e, n, x);
+        }
+        if (steps > n)
+                return -ELOOP;
+        for (x = &e[i]; x && x->verdict == UNDECIDED; x = x->decides != UNDECIDED ? NULL : entry_parent(e, n, x))
+                x->verdict = verdict;
+        return verdict;
+}
+
+/*
+ * The table's mounts as entries sorted by ID, each with its verdict: what
+ * @decide says of it or of the first mount above it it decides for
+ * (entry_class()). -ELOOP for parents that loop.
+ */
+static int entries_classify(struct libmnt_table *tb, char (*decide)(struct libmnt_fs *fs, const void *userdata),
+                            const void *userdata, Entry **ret, size_t *ret_n) {
         _cleanup_free_ Entry *e = NULL;
         struct libmnt_iter *it;
         struct libmnt_fs *fs;
@@ -85,39 +117,15 @@ static int entries_read(struct libmnt_table *tb, char (*decide)(struct libmnt_fs
                 };
         mnt_free_iter(it);
         qsort(e, n, sizeof(Entry), entry_cmp);
+        for (size_t i = 0; i < n; i++) {
+                int r = entry_class(e, n, i);
+
+                if (r < 0)
+                        return r;
+        }
         *ret = TAKE_PTR(e);
         *ret_n = n;
         return 0;
-}
-
-/*
- * What entry @i is: what the first mount on the way up from it that decides
- * says, OUTSIDE if none does. Walks up its parents until one is known, then
- * marks the whole way with the answer, so every entry is walked past once. A
- * chain longer than the table loops (a table read while mounts came and
- * went): -ELOOP.
- */
-static int entry_class(Entry *e, size_t n, char *state, size_t i) {
-        char verdict = OUTSIDE;
-        Entry *x = &e[i];
-        size_t steps;
-
-        for (steps = 0; steps <= n && x; steps++) {
-                if (state[x - e] != UNDECIDED) {
-                        verdict = state[x - e];
-                        break;
-                }
-                if (x->decides != UNDECIDED) {
-                        verdict = x->decides;
-                        break;
-                }
-                x = entry_parent(e, n, x);
-        }
-        if (steps > n)
-                return -ELOOP;
-        for (x = &e[i]; x && state[x - e] == UNDECIDED; x = x->decides != UNDECIDED ? NULL : entry_parent(e, n, x))
-                state[x - e] = verdict;
-        return verdict;
 }
 
 typedef struct PlanAsk {
@@ -138,7 +146,6 @@ int carry_plan(struct libmnt_table *tb, int top_id, const char *path, char ***re
                char **ret_error) {
         _cleanup_strv_free_ char **places = NULL;
         _cleanup_free_ Entry *e = NULL;
-        _cleanup_free_ char *state = NULL;
         size_t n = 0;
         unsigned carried = 0;
         int r;
@@ -146,20 +153,14 @@ int carry_plan(struct libmnt_table *tb, int top_id, const char *path, char ***re
         r = mount_table_submounts(tb, top_id, path, &places);
         if (r < 0)
                 return r;
-        r = entries_read(tb, decide_carried, &(PlanAsk) { .top_id = top_id, .path = path }, &e, &n);
+        r = entries_classify(tb, decide_carried, &(PlanAsk) { .top_id = top_id, .path = path }, &e, &n);
         if (r < 0)
                 return r;
-        state = calloc(n ?: 1, 1);
-        if (!state)
-                return -ENOMEM;
 
         for (size_t i = 0; i < n; i++) {
                 const char *opt;
 
-                r = entry_class(e, n, state, i);
-                if (r < 0)
-                        return r;
-                if (r != BELOW_TOP)
+                if (e[i].verdict != BELOW_TOP)
                         continue;
                 if (++carried > CARRY_MAX_MOUNTS)
                         return -E2BIG;
@@ -223,7 +224,6 @@ int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_
                        uint64_t *ret_attr) {
         _cleanup_strv_free_ char **own = NULL, **under_own = NULL;
         _cleanup_free_ Entry *e = NULL;
-        _cleanup_free_ char *state = NULL;
         struct libmnt_fs *top, *under;
         const char *opt;
         size_t n = 0, counts[2] = {};
@@ -239,23 +239,17 @@ int carry_find_halfway(struct libmnt_table *tb, int top_id, dev_t dev, int *ret_
         if (opt && strstr(opt, "master:"))
                 return 0;
 
-        r = entries_read(tb, decide_halfway, &(HalfwayAsk) { .top_id = top_id, .under_id = mnt_fs_get_id(under) },
-                         &e, &n);
+        r = entries_classify(tb, decide_halfway,
+                             &(HalfwayAsk) { .top_id = top_id, .under_id = mnt_fs_get_id(under) }, &e, &n);
         if (r < 0)
                 return r;
-        state = calloc(n ?: 1, 1);
-        if (!state)
-                return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
                 char ***l;
 
-                r = entry_class(e, n, state, i);
-                if (r < 0)
-                        return r;
-                if (r != BELOW_TOP && r != BELOW_OTHER)
+                if (e[i].verdict != BELOW_TOP && e[i].verdict != BELOW_OTHER)
                         continue;
-                l = r == BELOW_TOP ? &own : &under_own;
-                if (++counts[r == BELOW_OTHER] > CARRY_MAX_MOUNTS)
+                l = e[i].verdict == BELOW_TOP ? &own : &under_own;
+                if (++counts[e[i].verdict == BELOW_OTHER] > CARRY_MAX_MOUNTS)
                         return 0;       /* more than a carry would take: not one of ours */
                 r = strv_consume(l, mount_key(e[i].fs));
                 if (r < 0)
